@@ -1,0 +1,264 @@
+//! The numbers table of DESIGN.md, row by row, then the error cases, then properties.
+
+use super::*;
+use proptest::prelude::*;
+
+fn mib_2dp(s: &BloomSizing) -> String {
+    format!("{:.2}", s.mib())
+}
+
+#[test]
+fn row_n_10m_p_0_1_gives_47_925_292_bits_5_71_mib_k_4() {
+    let s = BloomSizing::optimal(10_000_000, 0.1).unwrap();
+    assert_eq!(s.bits, 47_925_292);
+    assert_eq!(mib_2dp(&s), "5.71");
+    assert_eq!(s.hashes, 4);
+}
+
+#[test]
+fn row_n_10m_p_0_01_gives_95_850_584_bits_11_43_mib_k_7() {
+    let s = BloomSizing::optimal(10_000_000, 0.01).unwrap();
+    assert_eq!(s.bits, 95_850_584);
+    assert_eq!(mib_2dp(&s), "11.43");
+    assert_eq!(s.hashes, 7);
+}
+
+#[test]
+fn row_n_10m_p_0_001_gives_143_775_876_bits_17_14_mib_k_10() {
+    let s = BloomSizing::optimal(10_000_000, 0.001).unwrap();
+    assert_eq!(s.bits, 143_775_876);
+    assert_eq!(mib_2dp(&s), "17.14");
+    assert_eq!(s.hashes, 10);
+}
+
+#[test]
+fn row_n_100m_p_0_001_gives_1_437_758_757_bits_about_171_mib() {
+    let s = BloomSizing::optimal(100_000_000, 0.001).unwrap();
+    assert_eq!(s.bits, 1_437_758_757);
+    assert_eq!(s.bytes(), 179_719_845);
+    assert_eq!(format!("{:.0}", s.mib()), "171");
+}
+
+#[test]
+fn row_overwrite_100_buckets_forgets_with_p_0_99_after_459_not_458() {
+    let forgotten = |x| 1.0 - overwrite_remember_probability(100, x).unwrap();
+    assert!(forgotten(459) >= 0.99, "{}", forgotten(459));
+    assert!(forgotten(458) < 0.99, "{}", forgotten(458));
+    // The same fact through the window function: remembered with p >= 0.01 up to 458.
+    assert_eq!(overwrite_window(100, 0.01).unwrap(), 458);
+}
+
+#[test]
+fn row_overwrite_x_3_6m_remember_0_1_gives_1_563_461_buckets() {
+    assert_eq!(overwrite_buckets(3_600_000, 0.1).unwrap(), 1_563_461);
+}
+
+#[test]
+fn row_overwrite_x_3_6m_remember_0_9_gives_34_168_399_buckets() {
+    assert_eq!(overwrite_buckets(3_600_000, 0.9).unwrap(), 34_168_399);
+}
+
+/// The trap in the source: its 1,563,461 buckets give a 90% chance of having *forgotten* an
+/// hour-old item, not of remembering it.
+#[test]
+fn source_overwrite_example_remembers_only_10_percent() {
+    let p = overwrite_remember_probability(1_563_461, 3_600_000).unwrap();
+    assert!((0.1..0.1001).contains(&p), "{p}");
+    let p = overwrite_remember_probability(34_168_399, 3_600_000).unwrap();
+    assert!((0.9..0.9001).contains(&p), "{p}");
+}
+
+#[test]
+fn row_overfull_bloom_p_0_01_k_7_t_2_is_about_13_percent() {
+    let estimate = overfull_fpr_estimate(7, 2.0);
+    assert_eq!(format!("{:.0}%", estimate * 100.0), "13%");
+    assert!((estimate - 0.75f64.powi(7)).abs() < 1e-15);
+    // The rule of thumb underestimates for the rounded-up k; the exact expectation is 15.7%.
+    let s = BloomSizing::optimal(10_000_000, 0.01).unwrap();
+    let exact = s.fpr_at(20_000_000);
+    assert_eq!(format!("{:.1}%", exact * 100.0), "15.7%");
+    // At t = 1 both agree with the target to within the rounding of k.
+    assert!((overfull_fpr_estimate(7, 1.0) - 0.5f64.powi(7)).abs() < 1e-15);
+}
+
+#[test]
+fn classic_sizing_slightly_exceeds_target_at_capacity_and_guaranteed_does_not() {
+    for (p, classic_rate) in [(0.1, 0.10261), (0.01, 0.010040), (0.001, 0.0010001)] {
+        let classic = BloomSizing::optimal(10_000_000, p).unwrap();
+        let rate = classic.fpr_at(10_000_000);
+        assert!(rate > p && rate < classic_rate, "p={p}: {rate}");
+        let g = BloomSizing::guaranteed(10_000_000, p).unwrap();
+        assert!(g.fpr_at(10_000_000) <= p);
+        assert_eq!(g.hashes, classic.hashes);
+        // Minimal: one bit less would miss the target.
+        let one_less = BloomSizing {
+            bits: g.bits - 1,
+            ..g
+        };
+        assert!(
+            one_less.fpr_at(10_000_000) > p,
+            "p={p}: guaranteed is not minimal"
+        );
+    }
+}
+
+#[test]
+fn invalid_fpr_is_an_error() {
+    for p in [
+        0.0,
+        1.0,
+        -0.5,
+        1.5,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ] {
+        let err = BloomSizing::optimal(100, p).unwrap_err();
+        assert!(matches!(err, Error::InvalidFpr(_)), "{p}: {err:?}");
+        assert!(BloomSizing::guaranteed(100, p).is_err());
+    }
+    assert_eq!(
+        BloomSizing::optimal(100, 0.0).unwrap_err().to_string(),
+        "false-positive rate must be strictly between 0 and 1, got 0"
+    );
+}
+
+#[test]
+fn zero_capacity_is_an_error() {
+    assert_eq!(BloomSizing::optimal(0, 0.01), Err(Error::ZeroCapacity));
+    assert_eq!(BloomSizing::guaranteed(0, 0.01), Err(Error::ZeroCapacity));
+}
+
+#[test]
+fn bits_beyond_u64_or_the_address_space_are_an_error() {
+    // 2^63 items at 1% need 9.6 bits each: far past u64.
+    let err = BloomSizing::optimal(1 << 63, 0.01).unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { what: "bits", .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("bits needed"));
+    // The smallest positive fpr still sizes a small filter (1074 hashes, ~1549 bits per item).
+    let tiny = BloomSizing::optimal(10, f64::from_bits(1)).unwrap();
+    assert_eq!(tiny.hashes, 1074);
+    assert!(BloomSizing::optimal(u64::MAX / 1000, f64::from_bits(1)).is_err());
+}
+
+#[test]
+fn invalid_overwrite_inputs_are_errors() {
+    for r in [0.0, 1.0, -1.0, 2.0, f64::NAN] {
+        assert!(matches!(
+            overwrite_buckets(10, r),
+            Err(Error::InvalidProbability(_))
+        ));
+        assert!(matches!(
+            overwrite_window(10, r),
+            Err(Error::InvalidProbability(_))
+        ));
+    }
+    assert_eq!(
+        overwrite_remember_probability(0, 5),
+        Err(Error::ZeroBuckets)
+    );
+    assert_eq!(overwrite_window(0, 0.5), Err(Error::ZeroBuckets));
+    // Remembering across u64::MAX insertions with probability 0.999999 needs ~1.8e25 buckets.
+    assert!(matches!(
+        overwrite_buckets(u64::MAX, 0.999_999),
+        Err(Error::TooLarge {
+            what: "buckets",
+            ..
+        })
+    ));
+    assert!(matches!(
+        overwrite_window(u64::MAX, 1e-300),
+        Err(Error::TooLarge {
+            what: "insertions",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn overwrite_edge_cases() {
+    // One bucket: any later insertion overwrites it.
+    assert_eq!(overwrite_remember_probability(1, 0).unwrap(), 1.0);
+    assert_eq!(overwrite_remember_probability(1, 1).unwrap(), 0.0);
+    assert_eq!(overwrite_window(1, 0.5).unwrap(), 0);
+    assert_eq!(overwrite_buckets(0, 0.999).unwrap(), 1);
+    assert_eq!(overwrite_buckets(1, 0.5).unwrap(), 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn bits_are_monotone_in_capacity(n in 1u64..1u64 << 40, extra in 0u64..1 << 20, p in 1e-12f64..0.999) {
+        let a = BloomSizing::optimal(n, p).unwrap();
+        let b = BloomSizing::optimal(n + extra, p).unwrap();
+        prop_assert!(a.bits <= b.bits);
+        prop_assert!(a.hashes <= b.hashes);
+        let (ga, gb) = (BloomSizing::guaranteed(n, p).unwrap(), BloomSizing::guaranteed(n + extra, p).unwrap());
+        prop_assert!(ga.bits <= gb.bits);
+    }
+
+    #[test]
+    fn bits_and_hashes_are_monotone_in_one_over_fpr(n in 1u64..1u64 << 40, p in 1e-12f64..0.999, shrink in 0.0f64..1.0) {
+        let q = p * shrink; // q <= p: a stricter target
+        prop_assume!(q > 0.0);
+        let loose = BloomSizing::optimal(n, p).unwrap();
+        let strict = BloomSizing::optimal(n, q).unwrap();
+        prop_assert!(loose.bits <= strict.bits);
+        prop_assert!(loose.hashes <= strict.hashes);
+    }
+
+    #[test]
+    fn guaranteed_rate_at_capacity_is_at_most_the_target(n in 1u64..1u64 << 40, p in 1e-12f64..0.999) {
+        let s = BloomSizing::guaranteed(n, p).unwrap();
+        prop_assert!(s.fpr_at(n) <= p, "fpr_at({n}) = {} > {p}", s.fpr_at(n));
+        let classic = BloomSizing::optimal(n, p).unwrap();
+        prop_assert!(s.bits >= classic.bits);
+    }
+
+    #[test]
+    fn guaranteed_costs_at_most_13_percent_more_bits(n in 1000u64..1u64 << 40, p in 1e-12f64..0.5) {
+        // The worst case is 1/p just past a power of two, where k jumps: at p -> 1/2 from below,
+        // k = 2 and m' / m = (2 / -ln(1 - 2^-1/2)) / (1 / ln 2) = 1.1288. (Above p = 1/2 the
+        // classic m is far below one bit per item and the ratio is unbounded; nobody sizes there.)
+        let (s, classic) = (BloomSizing::guaranteed(n, p).unwrap(), BloomSizing::optimal(n, p).unwrap());
+        prop_assert!((s.bits as f64) <= classic.bits as f64 * 1.129 + 2.0, "{} vs {}", s.bits, classic.bits);
+    }
+
+    #[test]
+    fn classic_rate_at_capacity_stays_within_rounding_of_k(n in 1000u64..1u64 << 40, p in 1e-12f64..0.5) {
+        let s = BloomSizing::optimal(n, p).unwrap();
+        // Never below the optimum p (up to float noise, and the rounding up of m), never more
+        // than 12.5% above it: the worst case is k* = log2(1/p) just above 1, rounded to k = 2,
+        // giving (1 - 2^-2)^2 = 0.5625 against p = 0.5.
+        let rate = s.fpr_at(n);
+        prop_assert!(rate >= p * (1.0 - 1e-3) && rate <= p * 1.125 * (1.0 + 1e-9), "{rate} vs {p}");
+    }
+
+    #[test]
+    fn overwrite_buckets_and_remember_probability_invert_each_other(x in 0u64..1u64 << 36, r in 0.0001f64..0.9999) {
+        let n = overwrite_buckets(x, r).unwrap();
+        prop_assert!(overwrite_remember_probability(n, x).unwrap() >= r);
+        if n > 1 {
+            prop_assert!(overwrite_remember_probability(n - 1, x).unwrap() < r);
+        }
+    }
+
+    #[test]
+    fn overwrite_window_and_remember_probability_invert_each_other(n in 1u64..1u64 << 36, r in 0.0001f64..0.9999) {
+        let x = overwrite_window(n, r).unwrap();
+        prop_assert!(overwrite_remember_probability(n, x).unwrap() >= r);
+        prop_assert!(overwrite_remember_probability(n, x + 1).unwrap() < r);
+    }
+
+    #[test]
+    fn remember_probability_is_monotone(n in 1u64..1u64 << 40, x in 0u64..1u64 << 40, dn in 0u64..1000, dx in 0u64..1000) {
+        let p = overwrite_remember_probability(n, x).unwrap();
+        prop_assert!((0.0..=1.0).contains(&p));
+        prop_assert!(overwrite_remember_probability(n + dn, x).unwrap() >= p);
+        prop_assert!(overwrite_remember_probability(n, x + dx).unwrap() <= p);
+    }
+}

@@ -1,0 +1,30 @@
+//! The loom facade: the only module that names `std::sync::atomic`, `loom`, `arc_swap` or
+//! `crossbeam_skiplist`.
+//!
+//! Everything else in the crate imports its atomics, `Arc`, [`spin_hint`], [`ArcCell`] and
+//! [`PendingSet`] from here. A normal build gets `std_impl.rs`: the standard library's atomics,
+//! `arc_swap::ArcSwap` and `crossbeam_skiplist::SkipSet`. A build with `RUSTFLAGS="--cfg loom"`
+//! gets `loom_impl.rs`: loom's atomics, and two wrappers that keep the same contract on loom's
+//! primitives, because neither arc-swap nor the skip list can run inside `loom::model`.
+//!
+//! What the loom build proves is therefore "our protocol is correct *provided* `ArcSwap` and
+//! `SkipSet` are linearizable", which their own test suites check (see `docs/concurrency.md`).
+//!
+//! The choice is made on `cfg(loom)` alone, not `all(test, loom)`: the loom tests are integration
+//! tests (`loom-tests/`), so the library they link is built without `cfg(test)`.
+
+// The facade offers the whole surface the structures need; a given build uses only part of it.
+#![allow(dead_code, unused_imports)]
+
+#[cfg(not(loom))]
+mod std_impl;
+#[cfg(not(loom))]
+pub(crate) use std_impl::*;
+
+#[cfg(loom)]
+pub(crate) mod loom_impl;
+#[cfg(loom)]
+pub(crate) use loom_impl::*;
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,115 @@
+//! The production side of the facade: std atomics, `arc_swap`, `crossbeam_skiplist`.
+
+use core::fmt;
+
+pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// Called in every spin or retry loop: a CPU pause hint here, a yield to loom's scheduler there.
+#[inline]
+pub(crate) fn spin_hint() {
+    std::hint::spin_loop();
+}
+
+/// An atomically replaceable `Arc<T>`: readers never block and always see one whole value.
+///
+/// A newtype over [`arc_swap::ArcSwap`] that exposes only what the crate uses, so that the loom
+/// build can give the same names another implementation.
+pub(crate) struct ArcCell<T>(arc_swap::ArcSwap<T>);
+
+impl<T> ArcCell<T> {
+    /// A cell holding `value`.
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        Self(arc_swap::ArcSwap::new(value))
+    }
+
+    /// The current value, as an owned `Arc` the caller may keep.
+    pub(crate) fn load(&self) -> Arc<T> {
+        self.0.load_full()
+    }
+
+    /// Runs `f` on the current value without cloning the `Arc` (the cheap path for readers).
+    #[inline]
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.0.load())
+    }
+
+    /// Replaces the value unconditionally.
+    pub(crate) fn store(&self, value: Arc<T>) {
+        self.0.store(value);
+    }
+
+    /// Replaces the value with `new` if it is still `current` (pointer equality); returns whether
+    /// it did. Exactly one of several racing calls with the same `current` succeeds.
+    pub(crate) fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {
+        let previous = self.0.compare_and_swap(current, new);
+        Arc::ptr_eq(&*previous, current)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for ArcCell<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ArcCell").field(&*self.0.load()).finish()
+    }
+}
+
+/// A concurrent ordered set: lock-free insert, remove and lookup; weakly consistent iteration.
+///
+/// A newtype over [`crossbeam_skiplist::SkipSet`].
+pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipSet<T>);
+
+impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
+    /// An empty set.
+    pub(crate) fn new() -> Self {
+        Self(crossbeam_skiplist::SkipSet::new())
+    }
+
+    /// Adds `value`; a value already present stays (once).
+    pub(crate) fn insert(&self, value: T) {
+        self.0.insert(value);
+    }
+
+    /// Whether `value` is in the set.
+    pub(crate) fn contains(&self, value: &T) -> bool {
+        self.0.contains(value)
+    }
+
+    /// Removes `value`; returns `true` for exactly one of several racing removals of it.
+    pub(crate) fn remove(&self, value: &T) -> bool {
+        self.0.remove(value).is_some()
+    }
+
+    /// The number of values; may be stale by the time it returns when other threads write.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the set is empty (as [`len`](Self::len), may be stale).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Up to `limit` of the smallest values, in order. Weakly consistent: every value present for
+    /// the whole call is seen (if within `limit`); one inserted or removed during it may or may not be.
+    pub(crate) fn first(&self, limit: usize) -> Vec<T> {
+        self.0
+            .iter()
+            .take(limit)
+            .map(|entry| entry.value().clone())
+            .collect()
+    }
+}
+
+impl<T: Ord + Clone + Send + 'static> Default for PendingSet<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for PendingSet<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingSet")
+            .field("len", &self.0.len())
+            .finish_non_exhaustive()
+    }
+}

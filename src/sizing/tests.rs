@@ -262,3 +262,12 @@ proptest! {
         prop_assert!(overwrite_remember_probability(n, x + dx).unwrap() <= p);
     }
 }
+
+/// The `guaranteed` column of the table in docs/sizing.md.
+#[test]
+fn guaranteed_bits_match_docs_table() {
+    let bits = |p| BloomSizing::guaranteed(10_000_000, p).unwrap().bits;
+    assert_eq!(bits(0.1), 48_407_634);
+    assert_eq!(bits(0.01), 95_929_548);
+    assert_eq!(bits(0.001), 143_776_394);
+}

@@ -17,6 +17,13 @@ pub enum Error {
     ZeroCapacity,
     /// A bucket count of zero.
     ZeroBuckets,
+    /// A builder was asked to build without a required parameter (its name).
+    MissingParameter(&'static str),
+    /// The allocator could not provide the memory (the number of bytes asked for).
+    AllocationFailed {
+        /// The size of the failed allocation.
+        bytes: u64,
+    },
     /// The requested structure is larger than a `u64` can count or this machine can address.
     TooLarge {
         /// What was being computed (`"bits"`, `"buckets"`, `"insertions"`).
@@ -40,6 +47,10 @@ impl fmt::Display for Error {
             }
             Self::ZeroCapacity => f.write_str("capacity must be at least 1 item"),
             Self::ZeroBuckets => f.write_str("bucket count must be at least 1"),
+            Self::MissingParameter(name) => write!(f, "the builder needs a {name}"),
+            Self::AllocationFailed { bytes } => {
+                write!(f, "could not allocate {bytes} bytes")
+            }
             Self::TooLarge {
                 what,
                 requested,

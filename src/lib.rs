@@ -47,12 +47,15 @@
 //!
 //! None yet. The `seen` command-line tool will come behind a `cli` feature.
 
+mod bits;
+mod bloom;
 mod error;
 mod filter;
 pub mod hash;
 pub mod sizing;
 mod sync;
 
+pub use bloom::{AtomicBloomFilter, AtomicBloomFilterBuilder, Layout};
 pub use error::Error;
 pub use filter::DedupFilter;
 

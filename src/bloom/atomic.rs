@@ -1,0 +1,499 @@
+//! `AtomicBloomFilter`: a lock-free Bloom filter over an atomic bitset.
+
+use core::fmt;
+use core::hash::Hash;
+
+use super::{Layout, Params, line_masks, word_mask};
+use crate::bits::{AtomicBits, LINE_WORDS};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sync::Ordering::Relaxed;
+use crate::{DedupFilter, Error};
+
+/// How many items the batch methods hash ahead of touching memory.
+const BATCH: usize = 16;
+
+/// A Bloom filter that any number of threads insert into and query at once, through `&self`.
+///
+/// - **No false negatives**, under any interleaving: once `insert(x)` has returned, every
+///   `contains(x)` that *happens after* it (on the same thread, or on another thread after any
+///   synchronization: a join, a channel, a mutex, a Release/Acquire flag) returns `true`.
+/// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items;
+///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
+/// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
+///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one does.
+/// - `insert` is lock-free (at most one atomic read-modify-write per touched word, no retry loop:
+///   in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
+///   the filter does not synchronize other memory between threads (`docs/concurrency.md`).
+///
+/// # Examples
+///
+/// ```
+/// use seen::AtomicBloomFilter;
+///
+/// let filter = AtomicBloomFilter::with_capacity(1_000_000, 0.01)?;
+/// std::thread::scope(|s| {
+///     s.spawn(|| assert!(filter.insert("token-1")));
+///     s.spawn(|| assert!(filter.insert("token-2")));
+/// });
+/// assert!(filter.contains("token-1") && filter.contains("token-2"));
+/// assert!(!filter.insert("token-1")); // seen
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct AtomicBloomFilter<H = StableHasher> {
+    bits: AtomicBits,
+    params: Params,
+    capacity: u64,
+    fpr: f64,
+    hasher: H,
+}
+
+impl AtomicBloomFilter {
+    /// A filter for `capacity` distinct items at false-positive rate `fpr`, with the default
+    /// layout ([`Layout::Word`]) and hasher ([`StableHasher`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCapacity`], [`Error::InvalidFpr`] for `fpr` outside (0, 1),
+    /// [`Error::TooLarge`] or [`Error::AllocationFailed`] when the bits do not fit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{AtomicBloomFilter, Error};
+    /// let filter = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?;
+    /// assert_eq!(filter.capacity(), 10_000_000);
+    /// assert!(matches!(AtomicBloomFilter::with_capacity(0, 0.01), Err(Error::ZeroCapacity)));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self, Error> {
+        Self::builder().capacity(capacity).fpr(fpr).build()
+    }
+
+    /// A builder, to choose the layout or the hasher. Defaults: `fpr` 0.01, [`Layout::Word`],
+    /// [`StableHasher`]; the capacity is required.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{AtomicBloomFilter, Layout};
+    /// let filter = AtomicBloomFilter::builder()
+    ///     .capacity(1_000_000)
+    ///     .fpr(0.001)
+    ///     .layout(Layout::Line)
+    ///     .hasher(std::hash::RandomState::new())
+    ///     .build()?;
+    /// assert_eq!(filter.layout(), Layout::Line);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder() -> AtomicBloomFilterBuilder {
+        AtomicBloomFilterBuilder {
+            capacity: None,
+            fpr: 0.01,
+            layout: Layout::default(),
+            hasher: StableHasher::new(),
+        }
+    }
+}
+
+impl<H: ItemHasher> AtomicBloomFilter<H> {
+    /// Inserts `item`; returns `true` if it was certainly not in the filter before (some bit was
+    /// unset), `false` if it possibly was (all its bits were set: inserted before, or a false
+    /// positive).
+    ///
+    /// Concurrency: see the type docs. With [`Layout::Word`] this is one atomic
+    /// read-modify-write (or a load and no write when the bits are already set).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// assert!(filter.insert(&42u64));
+    /// assert!(!filter.insert(&42u64));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// Whether `item` is possibly in the filter: `false` means certainly never inserted, `true`
+    /// means inserted or a false positive. Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// filter.insert("a");
+    /// assert!(filter.contains("a"));
+    /// assert!(!filter.contains("b")); // true here with probability about 1%
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash (from [`hasher`](Self::hasher)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// let h = filter.hasher().hash_bytes(b"raw key");
+    /// assert!(filter.insert_hash(h));
+    /// assert!(filter.contains_hash(h));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        let block = self.params.block(hash.h1);
+        let k = self.params.hashes;
+        match self.params.layout {
+            Layout::Word => insert_word(self.bits.word(block), word_mask(hash.h2, k)),
+            Layout::Line => {
+                let line = &self.bits.line(block).0;
+                let masks = line_masks(hash.h2, k);
+                let mut new = false;
+                for (word, &mask) in line.iter().zip(&masks) {
+                    if mask != 0 {
+                        new |= insert_word(word, mask);
+                    }
+                }
+                new
+            }
+        }
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash.
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let block = self.params.block(hash.h1);
+        let k = self.params.hashes;
+        match self.params.layout {
+            Layout::Word => {
+                let mask = word_mask(hash.h2, k);
+                self.bits.word(block).load(Relaxed) & mask == mask
+            }
+            Layout::Line => {
+                let line = &self.bits.line(block).0;
+                let masks = line_masks(hash.h2, k);
+                let mut all = true;
+                for (word, &mask) in line.iter().zip(&masks) {
+                    all &= word.load(Relaxed) & mask == mask;
+                }
+                all
+            }
+        }
+    }
+
+    /// Inserts every item; returns how many were new (as [`insert`](Self::insert) would count
+    /// them, one by one, in order).
+    ///
+    /// Faster than a loop of `insert` on a large filter: it hashes items in groups of 16 and
+    /// reads their words before writing any, so the cache misses overlap instead of queueing
+    /// behind each atomic write.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// assert_eq!(filter.insert_all(&[1u64, 2, 3, 2]), 3);
+    /// assert_eq!(filter.contains_all(&[1u64, 2, 3, 4]), 3); // 4 is a false positive w.p. ~1%
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert_all<'a, T, I>(&self, items: I) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let mut new = 0;
+        self.for_each_batch(items, |hashes| {
+            new += self.insert_batch(hashes);
+        });
+        new
+    }
+
+    /// How many of `items` are possibly in the filter (as [`contains`](Self::contains)).
+    pub fn contains_all<'a, T, I>(&self, items: I) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let mut found = 0;
+        self.for_each_batch(items, |hashes| {
+            found += hashes.iter().filter(|&&h| self.contains_hash(h)).count();
+        });
+        found
+    }
+
+    /// Hashes `items` in groups of [`BATCH`] and hands each group to `f`.
+    #[inline]
+    fn for_each_batch<'a, T, I>(&self, items: I, mut f: impl FnMut(&[Hash128]))
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let mut hashes = [Hash128 { h1: 0, h2: 0 }; BATCH];
+        let mut len = 0;
+        for item in items {
+            hashes[len] = self.hasher.hash_item(item);
+            len += 1;
+            if len == BATCH {
+                f(&hashes);
+                len = 0;
+            }
+        }
+        f(&hashes[..len]);
+    }
+
+    /// Inserts a group of hashes: first a plain load of every target word (these overlap, and
+    /// double as prefetches), then the writes, skipping words that already held all the bits.
+    #[inline]
+    fn insert_batch(&self, hashes: &[Hash128]) -> usize {
+        if self.params.layout != Layout::Word {
+            return hashes.iter().filter(|&&h| self.insert_hash(h)).count();
+        }
+        let k = self.params.hashes;
+        let mut targets = [(0usize, 0u64, 0u64); BATCH];
+        for (t, h) in targets.iter_mut().zip(hashes) {
+            let block = self.params.block(h.h1);
+            *t = (
+                block,
+                word_mask(h.h2, k),
+                self.bits.word(block).load(Relaxed),
+            );
+        }
+        let mut new = 0;
+        for &(block, mask, seen) in &targets[..hashes.len()] {
+            // Bits are never cleared through `&self`, so a stale load that shows all of them set
+            // is still right; one that shows a bit missing is settled by the RMW.
+            if seen & mask != mask {
+                let previous = self.bits.word(block).fetch_or(mask, Relaxed);
+                new += usize::from(previous & mask != mask);
+            }
+        }
+        new
+    }
+
+    /// An estimate of the number of distinct items inserted, from the number of set bits `X`:
+    /// `-(m/k) ln(1 - X/m)` (Swamidass and Baldi, 2007). Reads every word: O(m).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
+    /// filter.insert_all(&(0..50_000u64).collect::<Vec<_>>());
+    /// let n = filter.estimated_len();
+    /// assert!((49_000..51_000).contains(&n), "{n}");
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn estimated_len(&self) -> u64 {
+        let m = self.bit_len() as f64;
+        let set = self.bits.count_ones() as f64;
+        let k = f64::from(self.params.hashes);
+        if set >= m {
+            return u64::MAX;
+        }
+        (-(m / k) * (-set / m).ln_1p()).round() as u64
+    }
+
+    /// The false-positive rate of the filter as it is now: the probability that an item never
+    /// inserted is reported present, computed exactly from every block's fill (`k` distinct bits
+    /// of a block with `s` set are all set with probability `C(s, k) / C(B, k)`). Reads every
+    /// word: O(m).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
+    /// assert_eq!(filter.estimated_fpr(), 0.0);
+    /// filter.insert_all(&(0..100_000u64).collect::<Vec<_>>());
+    /// assert!(filter.estimated_fpr() < 0.01);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn estimated_fpr(&self) -> f64 {
+        let k = self.params.hashes;
+        let block = self.params.layout.block_bits();
+        // P(all k of a random k-subset are set | s set) for s = 0..=B.
+        let table: Vec<f64> = (0..=block)
+            .map(|s| {
+                (0..k)
+                    .map(|t| (f64::from(s) - f64::from(t)).max(0.0) / f64::from(block - t))
+                    .product()
+            })
+            .collect();
+        let words_per_block = (block / 64) as usize;
+        let mut sum = 0.0;
+        let mut set = 0u32;
+        for (i, word) in self.bits.iter_words().enumerate() {
+            set += word.count_ones();
+            if (i + 1) % words_per_block == 0 {
+                sum += table[set as usize];
+                set = 0;
+            }
+        }
+        sum / self.params.blocks as f64
+    }
+
+    /// The number of distinct items the filter was sized for.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The target false-positive rate at capacity.
+    pub fn fpr(&self) -> f64 {
+        self.fpr
+    }
+
+    /// The number of bits, a multiple of 512 (whole cache lines).
+    pub fn bit_len(&self) -> u64 {
+        self.params.bits()
+    }
+
+    /// The memory the bits take, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        self.bit_len() / 8
+    }
+
+    /// `k`, the number of bits set per item.
+    pub fn hashes(&self) -> u32 {
+        self.params.hashes
+    }
+
+    /// The block layout.
+    pub fn layout(&self) -> Layout {
+        self.params.layout
+    }
+
+    /// The hasher, to precompute hashes for [`insert_hash`](Self::insert_hash).
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+
+    /// Empties the filter. Takes `&mut self`, so it cannot race with inserts: a `&self` clear
+    /// would let an insert that returned `true` before the clear be forgotten while its caller
+    /// still relies on it. Share the filter in an `RwLock` (or rebuild it) if you need to clear
+    /// it while other threads hold it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// filter.insert("a");
+    /// filter.clear();
+    /// assert!(!filter.contains("a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn clear(&mut self) {
+        self.bits.clear();
+    }
+
+    /// A deliberately broken insert for the loom models: a load and a separate store where one
+    /// read-modify-write is needed. Loom must catch two threads both told "new".
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let hash = self.hasher.hash_item(item);
+        let word = self.bits.word(self.params.block(hash.h1));
+        let mask = word_mask(hash.h2, self.params.hashes);
+        let seen = word.load(Relaxed);
+        word.store(seen | mask, Relaxed);
+        seen & mask != mask
+    }
+}
+
+/// Sets `mask` in `word`; `true` if some bit of it was unset before. Reads first, so an item that
+/// is already present costs a load and no write (no cache-line ownership transfer).
+#[inline]
+fn insert_word(word: &crate::sync::AtomicU64, mask: u64) -> bool {
+    if word.load(Relaxed) & mask == mask {
+        return false;
+    }
+    word.fetch_or(mask, Relaxed) & mask != mask
+}
+
+impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {
+    #[inline]
+    fn insert(&self, item: &T) -> bool {
+        AtomicBloomFilter::insert(self, item)
+    }
+
+    #[inline]
+    fn contains(&self, item: &T) -> bool {
+        AtomicBloomFilter::contains(self, item)
+    }
+}
+
+impl<H> fmt::Debug for AtomicBloomFilter<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AtomicBloomFilter")
+            .field("capacity", &self.capacity)
+            .field("fpr", &self.fpr)
+            .field("layout", &self.params.layout)
+            .field("bits", &self.params.bits())
+            .field("hashes", &self.params.hashes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`AtomicBloomFilter`]; see [`AtomicBloomFilter::builder`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct AtomicBloomFilterBuilder<H = StableHasher> {
+    capacity: Option<u64>,
+    fpr: f64,
+    layout: Layout,
+    hasher: H,
+}
+
+impl<H: ItemHasher> AtomicBloomFilterBuilder<H> {
+    /// The number of distinct items to size for (required).
+    pub fn capacity(mut self, capacity: u64) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// The false-positive rate to meet at capacity (default 0.01).
+    pub fn fpr(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// The block layout (default [`Layout::Word`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The hasher: a [`StableHasher`] with another seed, or any [`std::hash::BuildHasher`].
+    pub fn hasher<H2: ItemHasher>(self, hasher: H2) -> AtomicBloomFilterBuilder<H2> {
+        AtomicBloomFilterBuilder {
+            capacity: self.capacity,
+            fpr: self.fpr,
+            layout: self.layout,
+            hasher,
+        }
+    }
+
+    /// Sizes and allocates the filter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingParameter`] without a capacity, and the errors of
+    /// [`AtomicBloomFilter::with_capacity`].
+    pub fn build(self) -> Result<AtomicBloomFilter<H>, Error> {
+        let capacity = self.capacity.ok_or(Error::MissingParameter("capacity"))?;
+        let params = Params::for_capacity(capacity, self.fpr, self.layout)?;
+        let bits = AtomicBits::new(params.lines())?;
+        debug_assert_eq!(bits.words() as u64 * 64, params.bits());
+        debug_assert!(bits.lines() * LINE_WORDS == bits.words());
+        Ok(AtomicBloomFilter {
+            bits,
+            params,
+            capacity,
+            fpr: self.fpr,
+            hasher: self.hasher,
+        })
+    }
+}

@@ -11,4 +11,5 @@
 //! broken variant, as proof that the model can fail.
 #![cfg(loom)]
 
+mod atomic_bloom;
 mod facade;

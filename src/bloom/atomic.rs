@@ -178,11 +178,12 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
             Layout::Line => {
                 let line = &self.bits.line(block).0;
                 let masks = line_masks(hash.h2, k);
-                let mut all = true;
                 for (word, &mask) in line.iter().zip(&masks) {
-                    all &= word.load(Relaxed) & mask == mask;
+                    if mask != 0 && word.load(Relaxed) & mask != mask {
+                        return false;
+                    }
                 }
-                all
+                true
             }
         }
     }

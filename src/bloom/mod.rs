@@ -178,7 +178,7 @@ fn load_fpr_table(k: u32, layout: Layout, len: usize) -> Vec<f64> {
         }
         Layout::Word => {
             const B: usize = 64;
-            let mut binom = [[0.0f64; B + 1]; B + 1];
+            let mut binom = vec![[0.0f64; B + 1]; B + 1]; // 34 KB: on the heap, not the stack
             for n in 0..=B {
                 binom[n][0] = 1.0;
                 for r in 1..=n {

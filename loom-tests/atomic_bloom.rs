@@ -42,7 +42,10 @@ fn items_inserted_on_two_threads_are_both_contained_after_join() {
             for h in handles {
                 h.join().unwrap();
             }
-            assert!(f.contains("a") && f.contains("b"), "{layout:?}: false negative");
+            assert!(
+                f.contains("a") && f.contains("b"),
+                "{layout:?}: false negative"
+            );
         });
     }
 }
@@ -61,7 +64,10 @@ fn handoff(publish: Ordering, observe: Ordering) {
                 })
             };
             if flag.load(observe) {
-                assert!(f.contains("msg-42"), "{layout:?}: false negative after hand-off");
+                assert!(
+                    f.contains("msg-42"),
+                    "{layout:?}: false negative after hand-off"
+                );
             }
             writer.join().unwrap();
         });

@@ -2,46 +2,61 @@
 //! threads at once, millions of times a second, in bounded memory.
 //!
 //! ```
-//! use seen::sizing::{BloomSizing, overwrite_buckets};
+//! use seen::AtomicBloomFilter;
 //!
-//! // A Bloom filter for 10 million tokens at a 1% false-positive rate:
-//! let s = BloomSizing::optimal(10_000_000, 0.01)?;
-//! assert_eq!((s.bits, s.hashes), (95_850_584, 7)); // 11.43 MiB, 7 probes
-//! // An overwrite map that remembers an item across 3.6M later insertions with p = 0.9:
-//! assert_eq!(overwrite_buckets(3_600_000, 0.9)?, 34_168_399);
+//! let seen = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?; // 15 MB, 1% false positives
+//! std::thread::scope(|s| {
+//!     s.spawn(|| seen.insert("msg-1"));
+//!     s.spawn(|| seen.insert("msg-1")); // exactly one of the two inserts returns `true`
+//! });
+//! assert!(seen.contains("msg-1") && !seen.contains("msg-2"));
 //! # Ok::<(), seen::Error>(())
 //! ```
 //!
 //! # Which structure to pick
 //!
-//! The crate is being built issue by issue; this is what exists today.
-//!
-//! - [`sizing`]: the exact sizing math for Bloom filters and overwrite maps (available).
-//! - [`hash`]: stable 128-bit hashing, the same on every run and platform (available).
-//! - [`DedupFilter`]: the trait all structures implement, with the meaning of each answer.
-//! - `AtomicBloomFilter` (planned): a lock-free Bloom filter; never forgets, may call a new item
-//!   "seen" with a chosen probability.
+//! - [`AtomicBloomFilter`]: never forgets; may call a new item "seen" with a probability you
+//!   choose. Lock-free, one cache line per operation; with the default [`Layout::Word`], racing
+//!   inserts of one item have exactly one winner.
 //! - `SemiConcurrentBloomFilter` (planned): buffered inserts compacted into immutable snapshots.
 //! - `OverwriteMap` (planned): never calls a new item "seen", forgets old items; for
 //!   at-least-once queue consumers.
+//! - [`sizing`]: the exact sizing math for Bloom filters and overwrite maps.
+//! - [`hash`]: stable 128-bit hashing, the same on every run and platform.
+//! - [`DedupFilter`]: the trait all structures implement, with the meaning of each answer.
 //!
 //! # Guarantees
 //!
-//! Every structure is `Send + Sync` and takes `&self` for every operation. The concurrency
-//! contract (no false negatives for Bloom filters under any interleaving; at least one `true`
-//! among racing inserts of one new item) is stated on [`DedupFilter`] and model-checked with loom
-//! in `loom-tests/`. The sizing functions are pure and return [`Error`] for invalid input
-//! instead of panicking.
+//! Every structure is `Send + Sync` and takes `&self` for every operation except `clear`.
+//!
+//! - Bloom filters have no false negatives under any interleaving: once `insert(x)` has
+//!   returned, every `contains(x)` that happens after it (same thread, or after any
+//!   synchronization) returns `true`.
+//! - Among threads racing to insert the same new item, at least one is told it is new; with
+//!   [`Layout::Word`] exactly one is.
+//! - [`AtomicBloomFilter::insert`] and [`AtomicBloomFilter::contains`] are wait-free (a bounded
+//!   number of atomic operations, no loops, no locks).
+//! - The filters do not synchronize other memory: seeing an item does not make the inserting
+//!   thread's other writes visible.
+//!
+//! These are model-checked with loom (`loom-tests/`, `docs/concurrency.md`) and stress-tested on
+//! real threads. Invalid parameters return [`Error`]; nothing panics on bad input.
 //!
 //! # Performance
 //!
-//! The default hasher, [`hash::StableHasher`] (xxh3-128), hashes a `u64` key in a few
-//! nanoseconds; `docs/benchmarks.md` has the measurements and the command to reproduce them.
+//! At 10M items and 1%, one thread: an insert of a new item in about 10 ns, a lookup in about
+//! 7 ns, 3.8-6.6x faster than `fastbloom`'s atomic filter in the same run. The default hasher
+//! hashes a `u64` in 2.7 ns. `docs/benchmarks.md` has every size, both thread counts and the
+//! commands.
 //!
 //! # Limitations
 //!
-//! The stability of hashes covers the byte stream an item's `Hash` impl writes, not the impl
-//! itself: see [`hash`].
+//! - Blocked layouts spend more memory than a classic Bloom filter for the same false-positive
+//!   rate: +28% ([`Layout::Word`]) or +4% ([`Layout::Line`]) at 1% (table in `docs/design.md`).
+//! - A filter does not grow: past its capacity the false-positive rate rises
+//!   ([`AtomicBloomFilter::estimated_fpr`] tells by how much).
+//! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:
+//!   see [`hash`].
 //!
 //! # Feature flags
 //!

@@ -154,11 +154,17 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
             Layout::Line => {
                 let line = &self.bits.line(block).0;
                 let masks = line_masks(hash.h2, k);
+                // Read the whole line first (branch-free), then write only the words that miss
+                // bits: one mispredictable loop exit instead of one branch per word.
+                let mut missing = 0u32;
+                for (i, (word, &mask)) in line.iter().zip(&masks).enumerate() {
+                    missing |= u32::from(word.load(Relaxed) & mask != mask) << i;
+                }
                 let mut new = false;
-                for (word, &mask) in line.iter().zip(&masks) {
-                    if mask != 0 {
-                        new |= insert_word(word, mask);
-                    }
+                while missing != 0 {
+                    let i = missing.trailing_zeros() as usize;
+                    new |= line[i].fetch_or(masks[i], Relaxed) & masks[i] != masks[i];
+                    missing &= missing - 1;
                 }
                 new
             }
@@ -178,12 +184,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
             Layout::Line => {
                 let line = &self.bits.line(block).0;
                 let masks = line_masks(hash.h2, k);
+                let mut all = true;
                 for (word, &mask) in line.iter().zip(&masks) {
-                    if mask != 0 && word.load(Relaxed) & mask != mask {
-                        return false;
-                    }
+                    all &= word.load(Relaxed) & mask == mask;
                 }
-                true
+                all
             }
         }
     }
@@ -277,8 +282,12 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         new
     }
 
-    /// An estimate of the number of distinct items inserted, from the number of set bits `X`:
-    /// `-(m/k) ln(1 - X/m)` (Swamidass and Baldi, 2007). Reads every word: O(m).
+    /// An estimate of the number of distinct items inserted, from the fraction of set bits `X/m`.
+    ///
+    /// This is Swamidass and Baldi's `-(m/k) ln(1 - X/m)` adapted to blocks: with `λ` items per
+    /// block on average (Poisson), each drawing `k` of `B` positions with replacement, a bit stays
+    /// unset with probability `exp(-λ (1 - (1 - 1/B)^k))`, so
+    /// `n = -blocks · ln(1 - X/m) / (1 - (1 - 1/B)^k)`. Reads every word: O(m).
     ///
     /// # Examples
     ///
@@ -292,17 +301,19 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     pub fn estimated_len(&self) -> u64 {
         let m = self.bit_len() as f64;
         let set = self.bits.count_ones() as f64;
-        let k = f64::from(self.params.hashes);
         if set >= m {
             return u64::MAX;
         }
-        (-(m / k) * (-set / m).ln_1p()).round() as u64
+        let block = f64::from(self.params.layout.block_bits());
+        // The expected fraction of a block's bits one item sets.
+        let per_item = 1.0 - (1.0 - 1.0 / block).powi(self.params.hashes as i32);
+        (-(self.params.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
     }
 
     /// The false-positive rate of the filter as it is now: the probability that an item never
-    /// inserted is reported present, computed exactly from every block's fill (`k` distinct bits
-    /// of a block with `s` set are all set with probability `C(s, k) / C(B, k)`). Reads every
-    /// word: O(m).
+    /// inserted is reported present. Exact for the current bits: a query's `k` uniform positions
+    /// in a block with `s` of `B` bits set are all set with probability `(s / B)^k`, averaged over
+    /// blocks. Reads every word: O(m).
     ///
     /// # Examples
     ///
@@ -314,15 +325,10 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn estimated_fpr(&self) -> f64 {
-        let k = self.params.hashes;
+        let k = self.params.hashes as i32;
         let block = self.params.layout.block_bits();
-        // P(all k of a random k-subset are set | s set) for s = 0..=B.
         let table: Vec<f64> = (0..=block)
-            .map(|s| {
-                (0..k)
-                    .map(|t| (f64::from(s) - f64::from(t)).max(0.0) / f64::from(block - t))
-                    .product()
-            })
+            .map(|s| (f64::from(s) / f64::from(block)).powi(k))
             .collect();
         let words_per_block = (block / 64) as usize;
         let mut sum = 0.0;

@@ -2,8 +2,9 @@
 //!
 //! Every item is hashed once to a [`Hash128`](crate::hash::Hash128). `h1` picks a block by
 //! multiply-shift (`(h1 · blocks) >> 64`: no `%`, uniform, correct for any number of blocks up to
-//! 2^64); `h2` is cut into 6-bit (word) or 9-bit (line) fields that pick `k` **distinct** bits in
-//! the block; when they run out, the next fields come from `remix(h2)`, `remix(remix(h2))`, ...
+//! 2^64); `h2` is cut into 6-bit (word) or 9-bit (line) fields that pick the `k` bit positions
+//! in the block (with replacement: a fixed, branch-free number of draws); when the fields run out,
+//! the next come from `remix(h2)`, `remix(remix(h2))`, ...
 
 mod atomic;
 
@@ -149,64 +150,77 @@ fn poisson_terms(lambda: f64) -> usize {
 
 /// `Σ_j P(j) · table[j]` for `j ~ Poisson(lambda)`.
 fn poisson_mix(lambda: f64, table: &[f64]) -> f64 {
-    let mut log_pmf = -lambda; // ln P(j = 0)
     let mut sum = 0.0;
-    for (j, fpr) in table.iter().enumerate() {
-        sum += log_pmf.exp() * fpr;
-        log_pmf += (lambda / (j + 1) as f64).ln();
+    if lambda < 700.0 {
+        // P(j + 1) = P(j) · λ / (j + 1), from P(0) = e^{-λ} (which does not underflow here).
+        let mut pmf = (-lambda).exp();
+        for (j, fpr) in table.iter().enumerate() {
+            sum += pmf * fpr;
+            pmf *= lambda / (j + 1) as f64;
+        }
+    } else {
+        let mut log_pmf = -lambda;
+        for (j, fpr) in table.iter().enumerate() {
+            sum += log_pmf.exp() * fpr;
+            log_pmf += (lambda / (j + 1) as f64).ln();
+        }
     }
     sum
 }
 
-/// `F(j)` for `j = 0..len`: the probability that a query's `k` distinct bits are all set in a
-/// block holding `j` items.
+/// `F(j)` for `j = 0..len`: the probability that a query is a false positive in a block of
+/// `B` bits holding `j` items, when every item (and the query) draws `k` uniform positions with
+/// replacement. Exact, with no independence approximation:
 ///
-/// - Word layout, exactly: the set bits are the union of `j` uniform `k`-subsets of 64, whose size
-///   `S` is a Markov chain (adding a subset to `s` set bits sets `t` new ones with hypergeometric
-///   probability `C(64 - s, t) C(s, k - t) / C(64, k)`), and `F(j) = E[C(S, k)] / C(64, k)`.
-/// - Line layout: the chain has 513 states, too slow to run at every construction, so the
-///   independent-bits approximation `(1 - (1 - k/512)^j)^k`, which the measurements in
-///   `docs/design.md` show to be within a few percent at this block size.
+/// - the query's draws hit `d` distinct positions with probability `P(d)` (an occupancy chain:
+///   a draw lands on a new position with probability `(B - d) / B`);
+/// - `d` given positions are all among the `j·k` draws of the block's items with probability
+///   `Σ_{i=0..d} (-1)^i C(d, i) (1 - i/B)^{jk}` (inclusion-exclusion over the positions missed);
+///
+/// so `F(j) = Σ_i c_i r_i^j` with `r_i = (1 - i/B)^k` and `c_i = (-1)^i Σ_{d>=i} P(d) C(d, i)`.
 fn load_fpr_table(k: u32, layout: Layout, len: usize) -> Vec<f64> {
     let k = k as usize;
-    match layout {
-        Layout::Line => {
-            let unset_per_item = 1.0 - k as f64 / 512.0;
-            (0..len)
-                .map(|j| (1.0 - unset_per_item.powi(j as i32)).powi(k as i32))
-                .collect()
-        }
-        Layout::Word => {
-            const B: usize = 64;
-            let mut binom = vec![[0.0f64; B + 1]; B + 1]; // 34 KB: on the heap, not the stack
-            for n in 0..=B {
-                binom[n][0] = 1.0;
-                for r in 1..=n {
-                    binom[n][r] = binom[n - 1][r - 1] + if r < n { binom[n - 1][r] } else { 0.0 };
-                }
-            }
-            let all = binom[B][k];
-            let mut dist = [0.0f64; B + 1];
-            dist[0] = 1.0;
-            let mut table = Vec::with_capacity(len);
-            for _ in 0..len {
-                table.push((k..=B).map(|s| dist[s] * binom[s][k]).sum::<f64>() / all);
-                let mut next = [0.0f64; B + 1];
-                for (s, &p) in dist.iter().enumerate() {
-                    if p == 0.0 {
-                        continue;
-                    }
-                    for t in 0..=k.min(B - s) {
-                        if k - t <= s {
-                            next[s + t] += p * binom[B - s][t] * binom[s][k - t] / all;
-                        }
-                    }
-                }
-                dist = next;
-            }
-            table
+    let b = f64::from(layout.block_bits());
+    let mut distinct = vec![0.0f64; k + 1];
+    distinct[0] = 1.0;
+    for _ in 0..k {
+        for d in (0..=k).rev() {
+            let stay = distinct[d] * d as f64 / b;
+            let arrive = if d > 0 {
+                distinct[d - 1] * (b - (d - 1) as f64) / b
+            } else {
+                0.0
+            };
+            distinct[d] = stay + arrive;
         }
     }
+    let mut binom = vec![0.0f64; k + 1]; // row d of Pascal's triangle, built up as d grows
+    let mut coeff = vec![0.0f64; k + 1];
+    binom[0] = 1.0;
+    for (d, &p) in distinct.iter().enumerate() {
+        if d > 0 {
+            for i in (1..=d).rev() {
+                binom[i] += binom[i - 1];
+            }
+        }
+        for i in 0..=d {
+            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
+            coeff[i] += sign * p * binom[i];
+        }
+    }
+    let ratios: Vec<f64> = (0..=k)
+        .map(|i| (1.0 - i as f64 / b).powi(k as i32))
+        .collect();
+    let mut powers = vec![1.0f64; k + 1];
+    let mut table = Vec::with_capacity(len);
+    for _ in 0..len {
+        let f: f64 = coeff.iter().zip(&powers).map(|(c, r)| c * r).sum();
+        table.push(f.clamp(0.0, 1.0));
+        for (power, ratio) in powers.iter_mut().zip(&ratios) {
+            *power *= ratio;
+        }
+    }
+    table
 }
 
 /// The largest mean load (items per block) at which [`expected_fpr`] stays at or below `target`,
@@ -243,47 +257,45 @@ fn remix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The `k` distinct bits of the word layout, from `h2`: 6-bit fields, lowest first.
+/// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first
+/// (then from `remix(h2)`, `remix(remix(h2))`, ... after 10 fields). Positions may repeat: a
+/// fixed number of draws keeps the loop branch-free, and [`load_fpr_table`] models the repeats.
 #[inline]
 pub(crate) fn word_mask(h2: u64, k: u32) -> u64 {
-    let (mut state, mut x, mut left) = (h2, h2, 10u32);
-    let (mut mask, mut set) = (0u64, 0u32);
-    while set < k {
-        if left == 0 {
-            state = remix(state);
-            x = state;
-            left = 10;
+    let (mut state, mut left, mut mask) = (h2, k, 0u64);
+    loop {
+        let mut x = state;
+        for _ in 0..left.min(10) {
+            mask |= 1u64 << (x & 63);
+            x >>= 6;
         }
-        let bit = 1u64 << (x & 63);
-        x >>= 6;
-        left -= 1;
-        set += u32::from(mask & bit == 0);
-        mask |= bit;
+        left = left.saturating_sub(10);
+        if left == 0 {
+            return mask;
+        }
+        state = remix(state);
     }
-    mask
 }
 
-/// The `k` distinct bits of the line layout, from `h2`: 9-bit fields, lowest first, as one mask
-/// per word of the line.
+/// The line layout's masks, one per word: `k` positions drawn from `h2` as 9-bit fields (7 per
+/// 64 bits, then from `remix(h2)`, ...). Positions may repeat, as in [`word_mask`].
 #[inline]
 pub(crate) fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
-    let (mut state, mut x, mut left) = (h2, h2, 7u32);
+    let (mut state, mut left) = (h2, k);
     let mut masks = [0u64; LINE_WORDS];
-    let mut set = 0u32;
-    while set < k {
-        if left == 0 {
-            state = remix(state);
-            x = state;
-            left = 7;
+    loop {
+        let mut x = state;
+        for _ in 0..left.min(7) {
+            let pos = (x & 511) as usize;
+            masks[pos >> 6] |= 1u64 << (pos & 63);
+            x >>= 9;
         }
-        let pos = (x & 511) as usize;
-        x >>= 9;
-        left -= 1;
-        let (word, bit) = (pos >> 6, 1u64 << (pos & 63));
-        set += u32::from(masks[word] & bit == 0);
-        masks[word] |= bit;
+        left = left.saturating_sub(7);
+        if left == 0 {
+            return masks;
+        }
+        state = remix(state);
     }
-    masks
 }
 
 #[cfg(all(test, not(loom)))]
@@ -291,14 +303,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masks_have_exactly_k_distinct_bits() {
+    fn masks_have_at_most_k_bits_and_usually_k() {
+        let mut total = [0u64; 2];
         for h in (0..2000u64).map(remix) {
             for k in 1..=20 {
-                assert_eq!(word_mask(h, k).count_ones(), k);
-                let total: u32 = line_masks(h, k).iter().map(|m| m.count_ones()).sum();
-                assert_eq!(total, k);
+                let word = word_mask(h, k).count_ones();
+                let line: u32 = line_masks(h, k).iter().map(|m| m.count_ones()).sum();
+                assert!((1..=k).contains(&word) && (1..=k).contains(&line));
+                total[0] += u64::from(word);
+                total[1] += u64::from(line);
             }
         }
+        // Expected distinct positions: B (1 - (1 - 1/B)^k), summed over k = 1..=20, 2000 times.
+        for (got, b) in total.iter().zip([64.0f64, 512.0]) {
+            let want: f64 = (1..=20)
+                .map(|k| b * (1.0 - (1.0 - 1.0 / b).powi(k)))
+                .sum::<f64>()
+                * 2000.0;
+            assert!((*got as f64 / want - 1.0).abs() < 0.01, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn masks_of_the_first_fields_are_the_documented_positions() {
+        // h2 = fields 5, 1, 63 (6-bit, lowest first): bits 5, 1, 63. Part of the persisted format.
+        let h2 = 5 | 1 << 6 | 63 << 12;
+        assert_eq!(word_mask(h2, 3), 1 << 5 | 1 << 1 | 1 << 63);
+        // 9-bit fields 70 (word 1, bit 6) and 511 (word 7, bit 63).
+        let masks = line_masks(70 | 511 << 9, 2);
+        assert_eq!(masks, [0, 1 << 6, 0, 0, 0, 0, 0, 1 << 63]);
     }
 
     #[test]
@@ -323,21 +356,23 @@ mod tests {
     }
 
     #[test]
-    fn exact_word_model_agrees_with_simple_cases() {
-        // One item in the block: a query is a false positive iff its k-subset is that item's,
-        // probability 1 / C(64, k).
-        let table = load_fpr_table(2, Layout::Word, 3);
-        assert_eq!(table[0], 0.0);
-        assert!((table[1] - 1.0 / 2016.0).abs() < 1e-15, "{}", table[1]);
-        // k = 1: S is the number of distinct cells hit by j balls, E[S] / 64.
-        let table = load_fpr_table(1, Layout::Word, 4);
-        let expected = 1.0 - (63.0f64 / 64.0).powi(3);
-        assert!(
-            (table[3] - expected).abs() < 1e-12,
-            "{} vs {expected}",
-            table[3]
-        );
-        // The Poisson mixture is a probability, and grows with the load.
+    fn exact_model_agrees_with_simple_cases() {
+        // k = 1: F(j) is the chance that one uniform position is among j uniform draws.
+        for layout in [Layout::Word, Layout::Line] {
+            let b = f64::from(layout.block_bits());
+            let table = load_fpr_table(1, layout, 5);
+            for (j, f) in table.iter().enumerate() {
+                let want = 1.0 - (1.0 - 1.0 / b).powi(j as i32);
+                assert!((f - want).abs() < 1e-12, "{layout:?} j={j}: {f} vs {want}");
+            }
+        }
+        // k = 2, one item in a word: the query's 2 draws must land on the item's draws. Both
+        // distinct (prob 63/64): the item must cover both, 2/64^2; both equal (1/64): the item
+        // covers it, 1 - (63/64)^2.
+        let f = load_fpr_table(2, Layout::Word, 2)[1];
+        let want = 63.0 / 64.0 * 2.0 / 4096.0 + 1.0 / 64.0 * (1.0 - (63.0f64 / 64.0).powi(2));
+        assert!((f - want).abs() < 1e-15, "{f} vs {want}");
+        assert_eq!(load_fpr_table(3, Layout::Word, 1)[0], 0.0);
         let (a, b) = (
             expected_fpr(5.0, 5, Layout::Word),
             expected_fpr(6.0, 5, Layout::Word),

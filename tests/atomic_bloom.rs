@@ -229,3 +229,25 @@ fn invalid_parameters_are_errors() {
         Err(Error::TooLarge { .. })
     ));
 }
+
+/// `insert_all` switches to its batched, read-ahead path on filters of 32 MiB and more: check
+/// that path against one-by-one inserts on two such filters, with duplicates inside a batch and
+/// across batches and a length that is not a multiple of the batch size.
+#[test]
+fn batched_insert_all_on_a_large_filter_agrees_with_one_by_one() {
+    let big = || filter(25_000_000, 0.01, Layout::Word);
+    let (one, batch) = (big(), big());
+    assert!(
+        one.memory_bytes() >= 32 << 20,
+        "{} bytes",
+        one.memory_bytes()
+    );
+    let mut items = keys(7, 100_003);
+    items.extend_from_slice(&items[..5_000].to_vec()); // seen again, in later batches
+    items.insert(10, items[9]); // seen again within one batch
+    let new_one = items.iter().filter(|k| one.insert(*k)).count();
+    assert_eq!(new_one, 100_003);
+    assert_eq!(batch.insert_all(&items), new_one);
+    assert_eq!(batch.contains_all(&items), items.len());
+    assert_eq!(batch.insert_all(&items), 0);
+}

@@ -243,7 +243,7 @@ fn batched_insert_all_on_a_large_filter_agrees_with_one_by_one() {
         one.memory_bytes()
     );
     let mut items = keys(7, 100_003);
-    items.extend_from_slice(&items[..5_000].to_vec()); // seen again, in later batches
+    items.extend_from_within(..5_000); // seen again, in later batches
     items.insert(10, items[9]); // seen again within one batch
     let new_one = items.iter().filter(|k| one.insert(*k)).count();
     assert_eq!(new_one, 100_003);

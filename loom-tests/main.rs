@@ -13,3 +13,4 @@
 
 mod atomic_bloom;
 mod facade;
+mod overwrite;

@@ -19,8 +19,9 @@
 //!   choose. Lock-free, one cache line per operation; with the default [`Layout::Word`], racing
 //!   inserts of one item have exactly one winner.
 //! - `SemiConcurrentBloomFilter` (planned): buffered inserts compacted into immutable snapshots.
-//! - `OverwriteMap` (planned): never calls a new item "seen", forgets old items; for
-//!   at-least-once queue consumers.
+//! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision),
+//!   forgets old items; `forget` undoes an insert whose processing failed. For at-least-once
+//!   queue consumers. [`ExactOverwriteMap`] stores the keys' bytes: no collision at all.
 //! - [`sizing`]: the exact sizing math for Bloom filters and overwrite maps.
 //! - [`hash`]: stable 128-bit hashing, the same on every run and platform.
 //! - [`DedupFilter`]: the trait all structures implement, with the meaning of each answer.
@@ -67,12 +68,14 @@ mod bloom;
 mod error;
 mod filter;
 pub mod hash;
+mod overwrite;
 pub mod sizing;
 mod sync;
 
 pub use bloom::{AtomicBloomFilter, AtomicBloomFilterBuilder, Layout};
 pub use error::Error;
 pub use filter::DedupFilter;
+pub use overwrite::{ExactOverwriteMap, OverwriteMap};
 
 /// The loom facade's wrappers, exposed only to `loom-tests/` so that the facade itself is
 /// model-checked. Not part of the public API.

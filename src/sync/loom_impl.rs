@@ -43,6 +43,11 @@ impl<T> ArcCell<T> {
         *self.0.write().expect("ArcCell lock poisoned") = value;
     }
 
+    /// Replaces the value and returns the one it replaced (one atomic step).
+    pub fn swap(&self, value: Arc<T>) -> Arc<T> {
+        core::mem::replace(&mut *self.0.write().expect("ArcCell lock poisoned"), value)
+    }
+
     /// Replaces the value with `new` if it is still `current` (pointer equality); returns whether
     /// it did.
     pub fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {

@@ -39,6 +39,11 @@ impl<T> ArcCell<T> {
         self.0.store(value);
     }
 
+    /// Replaces the value and returns the one it replaced (one atomic step).
+    pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
+        self.0.swap(value)
+    }
+
     /// Replaces the value with `new` if it is still `current` (pointer equality); returns whether
     /// it did. Exactly one of several racing calls with the same `current` succeeds.
     pub(crate) fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {

@@ -1,0 +1,436 @@
+//! `OverwriteMap` and `ExactOverwriteMap`: "the opposite of a Bloom filter".
+//!
+//! A fixed array of slots; an item's hash picks one, and the slot holds the last item hashed to
+//! it. The map says "seen" only when the slot holds exactly this item, so it never calls a new
+//! item seen (up to a 2^-64 fingerprint collision, or never in exact mode); it forgets old items
+//! as new ones overwrite their slots, at the rate `sizing::overwrite_remember_probability` gives.
+
+use core::fmt;
+use core::hash::Hash;
+
+use crate::hash::{ItemHasher, StableHasher};
+use crate::sizing::overwrite_buckets;
+use crate::sync::Ordering::Relaxed;
+use crate::sync::{Arc, ArcCell, AtomicU64, spin_hint};
+use crate::{DedupFilter, Error};
+
+/// The slot a hash selects among `buckets`, by multiply-shift (no `%`, no power-of-two rounding).
+#[inline]
+fn slot_of(h1: u64, buckets: usize) -> usize {
+    ((u128::from(h1) * buckets as u128) >> 64) as usize
+}
+
+/// Checks a bucket count and returns it as a `usize` that can be allocated at `slot_bytes` each.
+fn checked_buckets(buckets: u64, slot_bytes: usize) -> Result<usize, Error> {
+    if buckets == 0 {
+        return Err(Error::ZeroBuckets);
+    }
+    let limit = (isize::MAX as u64) / slot_bytes as u64;
+    if buckets > limit {
+        return Err(Error::TooLarge {
+            what: "buckets",
+            requested: buckets as f64,
+            limit,
+        });
+    }
+    Ok(buckets as usize)
+}
+
+/// Allocates `len` values, or [`Error::AllocationFailed`] instead of aborting.
+fn try_alloc<T>(len: usize, make: impl FnMut() -> T) -> Result<Box<[T]>, Error> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| Error::AllocationFailed {
+            bytes: (len as u64).saturating_mul(core::mem::size_of::<T>() as u64),
+        })?;
+    v.extend(core::iter::repeat_with(make).take(len));
+    Ok(v.into_boxed_slice())
+}
+
+/// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
+/// consumers: it never reports an item it was not given as seen, and it forgets old items.
+///
+/// Each of the `buckets` slots is one `AtomicU64` holding the 64-bit fingerprint of the last
+/// item hashed to it (8 bytes per bucket, nothing else).
+///
+/// - [`insert`](Self::insert) is one atomic `swap`: it returns `false` (seen) exactly when the
+///   slot held this item's fingerprint.
+/// - [`forget`](Self::forget) is one `compare_exchange`: it clears the slot only if it still
+///   holds this item, so it never erases another item that overwrote it.
+/// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
+///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
+///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`] makes it zero.
+/// - How long it remembers: an item survives `x` later insertions of other items with
+///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
+///
+/// All operations are wait-free (one atomic instruction, no loop) and `Relaxed`: the map does
+/// not synchronize other memory between threads. Racing inserts of the same item into a slot
+/// that does not hold it: exactly one returns `true`.
+///
+/// # Examples
+///
+/// ```
+/// use seen::OverwriteMap;
+///
+/// // Remember a message across 3.6M later messages with probability 0.9.
+/// let map = OverwriteMap::for_window(3_600_000, 0.9)?;
+/// assert_eq!(map.buckets(), 34_168_399);
+/// assert!(map.insert(b"msg-42"));   // new: process it
+/// assert!(!map.insert(b"msg-42"));  // redelivered: drop it
+/// assert!(map.forget(b"msg-42"));   // processing failed: let the next redelivery through
+/// assert!(map.insert(b"msg-42"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct OverwriteMap<H = StableHasher> {
+    slots: Box<[AtomicU64]>,
+    hasher: H,
+}
+
+impl OverwriteMap {
+    /// A map of exactly `buckets` slots (no rounding: slots are chosen by multiply-shift, which
+    /// needs no power of two), with the default [`StableHasher`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroBuckets`], [`Error::TooLarge`] past the address space,
+    /// [`Error::AllocationFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// assert_eq!(map.memory_bytes(), 8_000);
+    /// assert!(seen::OverwriteMap::with_buckets(0).is_err());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
+        Self::with_buckets_and_hasher(buckets, StableHasher::new())
+    }
+
+    /// A map that still remembers an item after `later_insertions` other items with probability
+    /// at least `remember_probability`: [`overwrite_buckets`] buckets.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidProbability`], and the errors of [`with_buckets`](Self::with_buckets).
+    pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
+        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
+    }
+}
+
+impl<H: ItemHasher> OverwriteMap<H> {
+    /// A map of `buckets` slots with a chosen hasher (any [`std::hash::BuildHasher`] works).
+    ///
+    /// # Errors
+    ///
+    /// As [`with_buckets`](OverwriteMap::with_buckets).
+    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
+        let len = checked_buckets(buckets, core::mem::size_of::<AtomicU64>())?;
+        Ok(Self {
+            slots: try_alloc(len, || AtomicU64::new(0))?,
+            hasher,
+        })
+    }
+
+    /// The slot and the non-zero fingerprint of `item` (0 marks an empty slot).
+    #[inline]
+    fn locate<T: Hash + ?Sized>(&self, item: &T) -> (&AtomicU64, u64) {
+        let hash = self.hasher.hash_item(item);
+        let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
+        (slot, hash.h2.max(1))
+    }
+
+    /// Records `item` in its slot (overwriting whatever was there); returns `false` if the slot
+    /// already held it (certainly seen), `true` otherwise (new, or seen and forgotten).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// assert!(map.insert("a"));
+    /// assert!(!map.insert("a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(item);
+        // Skip the write when the item is already there: a load instead of a locked RMW, and no
+        // cache-line ownership transfer. Still exact: the slot held it at the load.
+        if slot.load(Relaxed) == fingerprint {
+            return false;
+        }
+        slot.swap(fingerprint, Relaxed) != fingerprint
+    }
+
+    /// Whether the slot of `item` holds it: `true` means certainly inserted (and not forgotten
+    /// since), `false` means not remembered. Never writes.
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(item);
+        slot.load(Relaxed) == fingerprint
+    }
+
+    /// Erases `item` if its slot still holds it; returns whether it did. If another item has
+    /// overwritten the slot in the meantime, that item stays and this returns `false`.
+    ///
+    /// Use it when processing an item failed, so that its redelivery is not dropped. It only
+    /// helps redeliveries that arrive after it: one that arrived while the item was being
+    /// processed was already reported seen.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// map.insert("job-7");
+    /// assert!(map.forget("job-7"));
+    /// assert!(!map.forget("job-7")); // nothing left to forget
+    /// assert!(!map.contains("job-7"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(item);
+        slot.compare_exchange(fingerprint, 0, Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    /// The number of slots.
+    pub fn buckets(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The memory the slots take: 8 bytes per bucket.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.slots.len() * core::mem::size_of::<AtomicU64>()) as u64
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+
+    /// A deliberately broken insert for the loom models: a load and a separate store where one
+    /// swap is needed.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(item);
+        let previous = slot.load(Relaxed);
+        slot.store(fingerprint, Relaxed);
+        previous != fingerprint
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(item);
+        if slot.load(Relaxed) != fingerprint {
+            return false;
+        }
+        slot.store(0, Relaxed);
+        true
+    }
+}
+
+impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for OverwriteMap<H> {
+    #[inline]
+    fn insert(&self, item: &T) -> bool {
+        OverwriteMap::insert(self, item)
+    }
+
+    #[inline]
+    fn contains(&self, item: &T) -> bool {
+        OverwriteMap::contains(self, item)
+    }
+}
+
+impl<H> fmt::Debug for OverwriteMap<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OverwriteMap")
+            .field("buckets", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
+type Entry = Option<Box<[u8]>>;
+
+/// An overwrite map that stores each key's bytes, so a wrong "seen" is impossible (not merely
+/// 2^-64 unlikely, as in [`OverwriteMap`]).
+///
+/// Keys are byte strings (`&[u8]`, `str`, `String`, `Vec<u8>`, arrays: anything `AsRef<[u8]>`),
+/// hashed with [`ItemHasher::hash_bytes`]. Each slot is an atomically swappable `Arc` (arc-swap;
+/// no `unsafe` in this crate): `insert` allocates the key and swaps it in, `forget` is a
+/// compare-and-swap on the `Arc`'s identity, retried while the slot still holds an equal key.
+///
+/// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, one heap allocation of about
+/// 40 bytes plus the key (the `Arc` header, the boxed slice, the bytes); an insert of a new key
+/// allocates and frees one entry. Use [`OverwriteMap`] unless a 2^-64 chance of dropping a new
+/// message per lookup is too much.
+///
+/// `insert` and `contains` are lock-free (arc-swap's operations are); `forget` is lock-free
+/// (its retry happens only when another thread changed the slot).
+///
+/// # Examples
+///
+/// ```
+/// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+/// assert!(map.insert("msg-42"));
+/// assert!(!map.insert(b"msg-42")); // the same bytes, through another type
+/// assert!(map.forget("msg-42"));
+/// assert!(!map.contains("msg-42"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct ExactOverwriteMap<H = StableHasher> {
+    slots: Box<[ArcCell<Entry>]>,
+    empty: Arc<Entry>,
+    hasher: H,
+}
+
+impl ExactOverwriteMap {
+    /// A map of exactly `buckets` slots with the default hasher.
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::with_buckets`].
+    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
+        Self::with_buckets_and_hasher(buckets, StableHasher::new())
+    }
+
+    /// A map sized by [`overwrite_buckets`], as [`OverwriteMap::for_window`].
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::for_window`].
+    pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
+        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
+    }
+}
+
+impl<H: ItemHasher> ExactOverwriteMap<H> {
+    /// A map of `buckets` slots with a chosen hasher.
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::with_buckets`].
+    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
+        let len = checked_buckets(buckets, core::mem::size_of::<ArcCell<Entry>>())?;
+        let empty: Arc<Entry> = Arc::new(None);
+        let slots = try_alloc(len, || ArcCell::new(Arc::clone(&empty)))?;
+        Ok(Self {
+            slots,
+            empty,
+            hasher,
+        })
+    }
+
+    #[inline]
+    fn slot(&self, key: &[u8]) -> &ArcCell<Entry> {
+        let hash = self.hasher.hash_bytes(key);
+        &self.slots[slot_of(hash.h1, self.slots.len())]
+    }
+
+    /// Records `key`; returns `false` if its slot already held exactly these bytes.
+    pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        if slot.read(|entry| holds(entry, key)) {
+            return false;
+        }
+        let previous = slot.swap(Arc::new(Some(key.into())));
+        !holds(&previous, key)
+    }
+
+    /// Whether `key`'s slot holds exactly these bytes. Never writes.
+    pub fn contains<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        self.slot(key).read(|entry| holds(entry, key))
+    }
+
+    /// Erases `key` if its slot still holds it; returns whether it did. Another key that
+    /// overwrote the slot is never erased.
+    pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        loop {
+            let current = slot.load();
+            if !holds(&current, key) {
+                return false;
+            }
+            if slot.compare_and_swap(&current, Arc::clone(&self.empty)) {
+                return true;
+            }
+            // Another thread replaced the entry between our load and our CAS; look again.
+            spin_hint();
+        }
+    }
+
+    /// The number of slots.
+    pub fn buckets(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The memory of the slot array (8 bytes per bucket), not counting the entries: add about
+    /// 40 bytes plus the key length per occupied bucket.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.slots.len() * core::mem::size_of::<ArcCell<Entry>>()) as u64
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        if !holds(&slot.load(), key) {
+            return false;
+        }
+        slot.store(Arc::clone(&self.empty));
+        true
+    }
+}
+
+#[inline]
+fn holds(entry: &Entry, key: &[u8]) -> bool {
+    entry.as_deref() == Some(key)
+}
+
+impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMap<H> {
+    fn insert(&self, key: &K) -> bool {
+        ExactOverwriteMap::insert(self, key)
+    }
+
+    fn contains(&self, key: &K) -> bool {
+        ExactOverwriteMap::contains(self, key)
+    }
+}
+
+impl<H> fmt::Debug for ExactOverwriteMap<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExactOverwriteMap")
+            .field("buckets", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_selection_spans_all_buckets() {
+        assert_eq!(slot_of(0, 34_168_399), 0);
+        assert_eq!(slot_of(u64::MAX, 34_168_399), 34_168_398);
+        assert_eq!(slot_of(u64::MAX, 1), 0);
+    }
+
+    #[test]
+    fn zero_fingerprints_are_not_confused_with_empty_slots() {
+        // An empty slot holds 0; a fingerprint is never 0, so a fresh map says "not seen".
+        let map = OverwriteMap::with_buckets(1).unwrap();
+        for i in 0..1000u64 {
+            assert!(!map.contains(&i));
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! `OverwriteMap` and `ExactOverwriteMap` on real threads: the forgetting curve, exactly-once
+//! inserts, `forget`, and bad parameters.
+#![cfg(not(loom))]
+
+use seen::sizing::overwrite_remember_probability;
+use seen::{DedupFilter, Error, ExactOverwriteMap, OverwriteMap};
+
+/// A fixed-seed stream of 64-bit keys (splitmix64).
+fn keys(seed: u64, n: usize) -> Vec<u64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+/// The fraction of items still remembered after `x` later insertions of fresh items matches
+/// `overwrite_remember_probability(N, x)`.
+///
+/// Method: insert a stream of fresh keys; after inserting key `j`, check whether key `j - x` (which
+/// has had exactly `x` later insertions) is still remembered. With `T = 1,000,000` checks the
+/// binomial standard deviation is at most `sqrt(0.25 / T) = 0.0005`; the checks are not
+/// independent (windows overlap), but two checks interact only through a shared slot or a shared
+/// later insertion, a correlation of order `1/N` per pair, which at `x <= 3N` at most doubles the
+/// variance: sd <= 0.0007. The tolerance, 0.004, is over 5.5 of those. A map that rounded its
+/// buckets to a power of two (1024 instead of 1000) is off by 0.0087 in the first configuration
+/// and fails.
+#[test]
+fn measured_remember_fraction_matches_the_forgetting_curve() {
+    const CHECKS: usize = 1_000_000;
+    for (buckets, x) in [(1_000u64, 1_000usize), (1_000, 100), (10_000, 30_000)] {
+        let expected = overwrite_remember_probability(buckets, x as u64).unwrap();
+        for exact in [false, true] {
+            let stream = keys(buckets ^ x as u64, CHECKS + x);
+            let remembered = if exact {
+                let map = ExactOverwriteMap::with_buckets(buckets).unwrap();
+                let bytes: Vec<[u8; 8]> = stream.iter().map(|k| k.to_le_bytes()).collect();
+                (0..bytes.len())
+                    .filter(|&j| {
+                        map.insert(&bytes[j]);
+                        j >= x && map.contains(&bytes[j - x])
+                    })
+                    .count()
+            } else {
+                let map = OverwriteMap::with_buckets(buckets).unwrap();
+                (0..stream.len())
+                    .filter(|&j| {
+                        map.insert(&stream[j]);
+                        j >= x && map.contains(&stream[j - x])
+                    })
+                    .count()
+            };
+            let measured = remembered as f64 / CHECKS as f64;
+            eprintln!(
+                "N={buckets} x={x} exact={exact}: measured {measured:.5}, expected {expected:.5}"
+            );
+            assert!(
+                (measured - expected).abs() < 0.004,
+                "N={buckets} x={x} exact={exact}: measured {measured}, expected {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn for_window_allocates_the_sizing_bucket_count_without_rounding() {
+    let map = OverwriteMap::for_window(3_600_000, 0.9).unwrap();
+    assert_eq!(map.buckets(), 34_168_399);
+    assert_eq!(map.memory_bytes(), 34_168_399 * 8);
+    assert_eq!(
+        OverwriteMap::for_window(3_600_000, 0.1).unwrap().buckets(),
+        1_563_461
+    );
+    assert_eq!(
+        ExactOverwriteMap::for_window(3_600_000, 0.1)
+            .unwrap()
+            .buckets(),
+        1_563_461
+    );
+}
+
+#[test]
+fn never_seen_items_are_never_reported_seen() {
+    // A tiny map, full of collisions: a key that was never inserted is never "seen".
+    let map = OverwriteMap::with_buckets(16).unwrap();
+    let exact = ExactOverwriteMap::with_buckets(16).unwrap();
+    let inserted = keys(1, 10_000);
+    for k in &inserted {
+        map.insert(k);
+        exact.insert(&k.to_le_bytes());
+    }
+    for k in keys(2, 100_000) {
+        assert!(!map.contains(&k));
+        assert!(!exact.contains(&k.to_le_bytes()));
+    }
+    // The last item of each slot is remembered.
+    assert!(map.contains(&inserted[9_999]) && exact.contains(&inserted[9_999].to_le_bytes()));
+}
+
+/// Two threads insert the same 100K keys at once, in the same order: a key is reported new by
+/// exactly one thread (one atomic swap per insert), unless it shares its slot with another key
+/// in flight at the same moment.
+#[test]
+fn racing_inserts_of_the_same_keys_are_exactly_once() {
+    let all = keys(3, 100_000);
+    // 2^26 buckets (512 MiB): about n^2 / 2N = 75 pairs of keys share a slot; each pair can
+    // spoil at most its two keys, so more than 4 x 75 spoiled keys is a broken insert.
+    let map = OverwriteMap::with_buckets(1 << 26).unwrap();
+    // 2^24 buckets: about 300 pairs.
+    let exact = ExactOverwriteMap::with_buckets(1 << 24).unwrap();
+    let spoiled = |f: &(dyn Fn(u64) -> bool + Sync)| {
+        std::thread::scope(|s| {
+            let a = s.spawn(|| all.iter().map(|&k| f(k)).collect::<Vec<bool>>());
+            let b = s.spawn(|| all.iter().map(|&k| f(k)).collect::<Vec<bool>>());
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            a.iter().zip(&b).filter(|(x, y)| x == y).count()
+        })
+    };
+    let fingerprint = spoiled(&|k| map.insert(&k));
+    eprintln!("keys not reported new exactly once: fingerprint {fingerprint}");
+    assert!(
+        fingerprint <= 300,
+        "{fingerprint} keys not reported new exactly once"
+    );
+    let bytes = spoiled(&|k| exact.insert(&k.to_le_bytes()));
+    eprintln!("keys not reported new exactly once: exact {bytes}");
+    assert!(bytes <= 1_200, "{bytes} keys not reported new exactly once");
+}
+
+#[test]
+fn forget_erases_only_its_own_item() {
+    let map = OverwriteMap::with_buckets(1).unwrap();
+    map.insert("a");
+    map.insert("b"); // overwrites a
+    assert!(!map.forget("a"));
+    assert!(map.contains("b"));
+    assert!(map.forget("b"));
+    assert!(map.insert("b"));
+
+    let exact = ExactOverwriteMap::with_buckets(1).unwrap();
+    exact.insert("a");
+    exact.insert("b");
+    assert!(!exact.forget("a"));
+    assert!(exact.contains("b") && exact.forget("b") && !exact.contains("b"));
+}
+
+#[test]
+fn shared_trait_and_debug() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<OverwriteMap>();
+    assert_send_sync::<ExactOverwriteMap>();
+    let map = OverwriteMap::with_buckets(100).unwrap();
+    let dynamic: &dyn DedupFilter<str> = &map;
+    assert!(dynamic.insert("x") && !dynamic.insert("x") && dynamic.contains("x"));
+    let exact = ExactOverwriteMap::with_buckets(100).unwrap();
+    let dynamic: &dyn DedupFilter<[u8]> = &exact;
+    assert!(dynamic.insert(b"x") && dynamic.contains(b"x"));
+    assert_eq!(format!("{map:?}"), "OverwriteMap { buckets: 100, .. }");
+}
+
+#[test]
+fn bad_parameters_are_errors() {
+    assert!(matches!(
+        OverwriteMap::with_buckets(0),
+        Err(Error::ZeroBuckets)
+    ));
+    assert!(matches!(
+        ExactOverwriteMap::with_buckets(0),
+        Err(Error::ZeroBuckets)
+    ));
+    assert!(matches!(
+        OverwriteMap::with_buckets(u64::MAX),
+        Err(Error::TooLarge {
+            what: "buckets",
+            ..
+        })
+    ));
+    assert!(matches!(
+        OverwriteMap::for_window(100, 1.5),
+        Err(Error::InvalidProbability(_))
+    ));
+}

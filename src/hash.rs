@@ -145,17 +145,22 @@ impl<S: BuildHasher> ItemHasher for S {
     }
 }
 
-/// A 64-bit hash as a [`Hash128`]: `h2` is a bijective mix of `h1` (the splitmix64 finalizer
-/// applied to `h1` plus an odd constant), so the halves are not trivially related.
+/// A 64-bit hash as a [`Hash128`]: `h2` is [`remix`]`(h1)`, so the halves are not trivially
+/// related and 128-bit collisions are exactly 64-bit ones.
 #[inline]
 fn widen(h1: u64) -> Hash128 {
-    let mut z = h1.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    Hash128 { h1, h2: remix(h1) }
+}
+
+/// A fixed bijection of 64-bit values: the splitmix64 finalizer after adding an odd constant.
+/// Used to derive more hash bits from a 64-bit value (here, and for the Bloom filters' probe
+/// streams). Part of the persisted format: never change it.
+#[inline]
+pub(crate) fn remix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    Hash128 {
-        h1,
-        h2: z ^ (z >> 31),
-    }
+    z ^ (z >> 31)
 }
 
 /// Bytes kept inline before the stream moves to a heap-allocated streaming xxh3 state. Covers

@@ -2,22 +2,12 @@
 //! inserts, `forget`, and bad parameters.
 #![cfg(not(loom))]
 
+mod common;
+
+use common::keys;
+
 use seen::sizing::overwrite_remember_probability;
 use seen::{DedupFilter, Error, ExactOverwriteMap, OverwriteMap};
-
-/// A fixed-seed stream of 64-bit keys (splitmix64).
-fn keys(seed: u64, n: usize) -> Vec<u64> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        })
-        .collect()
-}
 
 /// The fraction of items still remembered after `x` later insertions of fresh items matches
 /// `overwrite_remember_probability(N, x)`.

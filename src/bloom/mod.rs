@@ -12,6 +12,7 @@ pub use atomic::{AtomicBloomFilter, AtomicBloomFilterBuilder};
 
 use crate::Error;
 use crate::bits::LINE_WORDS;
+use crate::hash::remix;
 
 /// Where an item's `k` bits live. All of them are in one block, so an operation touches one cache
 /// line (one memory access) however large the filter is.
@@ -245,16 +246,6 @@ fn max_items_per_block(k: u32, layout: Layout, target: f64) -> f64 {
         }
     }
     lo
-}
-
-/// A fixed bijection of 64-bit values (the splitmix64 finalizer after adding an odd constant):
-/// a fresh stream of bits when one runs out. Part of the persisted format: never change it.
-#[inline]
-fn remix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first

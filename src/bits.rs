@@ -16,6 +16,18 @@ impl Line {
     }
 }
 
+/// `len` values made by `make`, or [`Error::AllocationFailed`] instead of an abort when the
+/// allocator cannot provide them.
+pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<Box<[T]>, Error> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| Error::AllocationFailed {
+            bytes: (len as u64).saturating_mul(core::mem::size_of::<T>() as u64),
+        })?;
+    v.extend(core::iter::repeat_with(make).take(len));
+    Ok(v.into_boxed_slice())
+}
+
 /// A fixed-size array of atomic bits, allocated in whole cache lines.
 pub(crate) struct AtomicBits {
     lines: Box<[Line]>,
@@ -26,14 +38,8 @@ impl AtomicBits {
     ///
     /// Returns [`Error::AllocationFailed`] instead of aborting when the memory is not there.
     pub(crate) fn new(lines: usize) -> Result<Self, Error> {
-        let mut v: Vec<Line> = Vec::new();
-        v.try_reserve_exact(lines)
-            .map_err(|_| Error::AllocationFailed {
-                bytes: (lines as u64).saturating_mul(64),
-            })?;
-        v.extend((0..lines).map(|_| Line::new()));
         Ok(Self {
-            lines: v.into_boxed_slice(),
+            lines: try_boxed_slice(lines, Line::new)?,
         })
     }
 

@@ -8,6 +8,7 @@
 use core::fmt;
 use core::hash::Hash;
 
+use crate::bits::try_boxed_slice;
 use crate::hash::{ItemHasher, StableHasher};
 use crate::sizing::overwrite_buckets;
 use crate::sync::Ordering::Relaxed;
@@ -34,17 +35,6 @@ fn checked_buckets(buckets: u64, slot_bytes: usize) -> Result<usize, Error> {
         });
     }
     Ok(buckets as usize)
-}
-
-/// Allocates `len` values, or [`Error::AllocationFailed`] instead of aborting.
-fn try_alloc<T>(len: usize, make: impl FnMut() -> T) -> Result<Box<[T]>, Error> {
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| Error::AllocationFailed {
-            bytes: (len as u64).saturating_mul(core::mem::size_of::<T>() as u64),
-        })?;
-    v.extend(core::iter::repeat_with(make).take(len));
-    Ok(v.into_boxed_slice())
 }
 
 /// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
@@ -127,7 +117,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
         let len = checked_buckets(buckets, core::mem::size_of::<AtomicU64>())?;
         Ok(Self {
-            slots: try_alloc(len, || AtomicU64::new(0))?,
+            slots: try_boxed_slice(len, || AtomicU64::new(0))?,
             hasher,
         })
     }
@@ -318,7 +308,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
         let len = checked_buckets(buckets, core::mem::size_of::<ArcCell<Entry>>())?;
         let empty: Arc<Entry> = Arc::new(None);
-        let slots = try_alloc(len, || ArcCell::new(Arc::clone(&empty)))?;
+        let slots = try_boxed_slice(len, || ArcCell::new(Arc::clone(&empty)))?;
         Ok(Self {
             slots,
             empty,

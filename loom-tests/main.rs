@@ -14,3 +14,4 @@
 mod atomic_bloom;
 mod facade;
 mod overwrite;
+mod semi_concurrent;

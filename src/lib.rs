@@ -18,7 +18,9 @@
 //! - [`AtomicBloomFilter`]: never forgets; may call a new item "seen" with a probability you
 //!   choose. Lock-free, one cache line per operation; with the default [`Layout::Word`], racing
 //!   inserts of one item have exactly one winner.
-//! - `SemiConcurrentBloomFilter` (planned): buffered inserts compacted into immutable snapshots.
+//! - [`SemiConcurrentBloomFilter`]: inserts buffered in a concurrent set and compacted into
+//!   immutable [`FrozenBloomFilter`] snapshots; pick it for consistent snapshots taken while
+//!   writers go on. About 50x slower inserts than [`AtomicBloomFilter`].
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision),
 //!   forgets old items; `forget` undoes an insert whose processing failed. For at-least-once
 //!   queue consumers. [`ExactOverwriteMap`] stores the keys' bytes: no collision at all.
@@ -72,7 +74,10 @@ mod overwrite;
 pub mod sizing;
 mod sync;
 
-pub use bloom::{AtomicBloomFilter, AtomicBloomFilterBuilder, Layout};
+pub use bloom::{
+    AtomicBloomFilter, AtomicBloomFilterBuilder, CompactionStats, FrozenBloomFilter, Layout,
+    SemiConcurrentBloomFilter, SemiConcurrentBloomFilterBuilder,
+};
 pub use error::Error;
 pub use filter::DedupFilter;
 pub use overwrite::{ExactOverwriteMap, OverwriteMap};

@@ -154,6 +154,17 @@ impl<H: ItemHasher> OverwriteMap<H> {
 
     /// Whether the slot of `item` holds it: `true` means certainly inserted (and not forgotten
     /// since), `false` means not remembered. Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1)?; // one slot: every item overwrites it
+    /// map.insert("a");
+    /// assert!(map.contains("a"));
+    /// map.insert("b");
+    /// assert!(!map.contains("a") && map.contains("b")); // "a" is forgotten, never mistaken
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     #[inline]
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let (slot, fingerprint) = self.locate(item);
@@ -323,6 +334,15 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     }
 
     /// Records `key`; returns `false` if its slot already held exactly these bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(100)?;
+    /// assert!(map.insert(&b"\x00\x01"[..]));
+    /// assert!(!map.insert(&vec![0u8, 1]));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
         let slot = self.slot(key);
@@ -341,6 +361,17 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
 
     /// Erases `key` if its slot still holds it; returns whether it did. Another key that
     /// overwrote the slot is never erased.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1)?;
+    /// map.insert("a");
+    /// map.insert("b"); // overwrites "a"
+    /// assert!(!map.forget("a"));
+    /// assert!(map.contains("b"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
         let slot = self.slot(key);

@@ -175,3 +175,63 @@ fn bad_parameters_are_errors() {
         Err(Error::InvalidProbability(_))
     ));
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use seen::{ExactOverwriteMap, OverwriteMap};
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u8),
+        Forget(u8),
+    }
+
+    fn ops() -> impl Strategy<Value = Vec<Op>> {
+        proptest::collection::vec(
+            prop_oneof![
+                any::<u8>().prop_map(Op::Insert),
+                any::<u8>().prop_map(Op::Forget)
+            ],
+            0..200,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// For any sequence of inserts and forgets on a small map (many collisions): an item
+        /// reported seen was inserted and not forgotten since; the item just inserted is always
+        /// remembered; `insert` says "seen" only for an item that is remembered.
+        #[test]
+        fn seen_only_what_was_inserted_and_not_forgotten(ops in ops(), buckets in 1u64..32) {
+            let map = OverwriteMap::with_buckets(buckets).unwrap();
+            let exact = ExactOverwriteMap::with_buckets(buckets).unwrap();
+            let mut live = [false; 256]; // inserted and not forgotten since (a superset of what is remembered)
+            for op in ops {
+                match op {
+                    Op::Insert(i) => {
+                        let was = map.contains(&i);
+                        prop_assert_eq!(map.insert(&i), !was);
+                        let was_exact = exact.contains(&[i]);
+                        prop_assert_eq!(exact.insert(&[i]), !was_exact);
+                        live[i as usize] = true;
+                        prop_assert!(map.contains(&i) && exact.contains(&[i]));
+                    }
+                    Op::Forget(i) => {
+                        let was = map.contains(&i);
+                        prop_assert_eq!(map.forget(&i), was);
+                        let was_exact = exact.contains(&[i]);
+                        prop_assert_eq!(exact.forget(&[i]), was_exact);
+                        live[i as usize] = false;
+                        prop_assert!(!map.contains(&i) && !exact.contains(&[i]));
+                    }
+                }
+                for j in 0..=255u8 {
+                    if map.contains(&j) || exact.contains(&[j]) {
+                        prop_assert!(live[j as usize], "{} reported seen but not live", j);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -358,6 +358,19 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     }
 
     /// The number of bits, a multiple of 512 (whole cache lines).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{AtomicBloomFilter, Layout};
+    /// let f = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?;
+    /// assert_eq!(f.bit_len() % 512, 0);
+    /// assert_eq!(f.memory_bytes() * 8, f.bit_len());
+    /// // The word layout needs about 12.3 bits per item at 1% (see `docs/design.md`).
+    /// assert!((12.0..12.6).contains(&(f.bit_len() as f64 / 1e7)));
+    /// assert_eq!((f.hashes(), f.layout(), f.fpr()), (5, Layout::Word, 0.01));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn bit_len(&self) -> u64 {
         self.params.bits()
     }

@@ -7,8 +7,12 @@
 //! the next come from `remix(h2)`, `remix(remix(h2))`, ...
 
 mod atomic;
+mod frozen;
+mod semi;
 
 pub use atomic::{AtomicBloomFilter, AtomicBloomFilterBuilder};
+pub use frozen::FrozenBloomFilter;
+pub use semi::{CompactionStats, SemiConcurrentBloomFilter, SemiConcurrentBloomFilterBuilder};
 
 use crate::Error;
 use crate::bits::LINE_WORDS;
@@ -41,6 +45,12 @@ pub enum Layout {
 
 impl Layout {
     /// The block size in bits.
+    ///
+    /// ```
+    /// use seen::Layout;
+    /// assert_eq!((Layout::Word.block_bits(), Layout::Line.block_bits()), (64, 512));
+    /// assert_eq!(Layout::default(), Layout::Word);
+    /// ```
     pub const fn block_bits(self) -> u32 {
         match self {
             Self::Word => 64,

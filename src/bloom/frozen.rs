@@ -1,0 +1,198 @@
+//! `FrozenBloomFilter`: an immutable, segmented Bloom filter. The compacted part of a
+//! [`SemiConcurrentBloomFilter`](super::SemiConcurrentBloomFilter), and what its `snapshot()`
+//! returns.
+
+use core::fmt;
+use core::hash::Hash;
+
+use super::{Layout, Params, line_masks, word_mask};
+use crate::bits::LINE_WORDS;
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sync::Arc;
+
+/// One segment of bits: plain words, never modified once shared.
+struct Segment(Box<[u64]>);
+
+/// An immutable Bloom filter, safe to share and query from any thread with plain loads.
+///
+/// Its bits are split into segments (4 KiB by default) behind `Arc`s, so that adding a batch of
+/// items produces a new filter that copies only the segments the batch touches and shares the
+/// rest with the old one (copy-on-write). Same layouts, sizing and probe positions as
+/// [`AtomicBloomFilter`](crate::AtomicBloomFilter): a hash inserted in one is found at the
+/// same bits in the other.
+///
+/// # Examples
+///
+/// ```
+/// let filter = seen::SemiConcurrentBloomFilter::builder().capacity(1000).build()?;
+/// filter.insert("a");
+/// filter.compact();
+/// let snapshot = filter.snapshot(); // an Arc<FrozenBloomFilter>, never changes
+/// filter.insert("b");
+/// filter.compact();
+/// assert!(snapshot.contains("a") && !snapshot.contains("b"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct FrozenBloomFilter<H = StableHasher> {
+    params: Params,
+    capacity: u64,
+    fpr: f64,
+    segment_words: usize,
+    segments: Box<[Arc<Segment>]>,
+    hasher: H,
+}
+
+impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
+    /// An empty filter; `segment_words` is a positive multiple of a cache line's 8 words.
+    pub(crate) fn empty(
+        params: Params,
+        capacity: u64,
+        fpr: f64,
+        segment_words: usize,
+        hasher: H,
+    ) -> Self {
+        debug_assert!(segment_words > 0 && segment_words % LINE_WORDS == 0);
+        let words = params.lines() * LINE_WORDS;
+        let segments = (0..words.div_ceil(segment_words))
+            .map(|s| {
+                let len = segment_words.min(words - s * segment_words);
+                Arc::new(Segment(vec![0u64; len].into_boxed_slice()))
+            })
+            .collect();
+        Self {
+            params,
+            capacity,
+            fpr,
+            segment_words,
+            segments,
+            hasher,
+        }
+    }
+
+    /// The first word of the block `hash` selects, and the masks of its words.
+    #[inline]
+    fn probe(&self, hash: Hash128) -> (usize, Masks) {
+        let block = self.params.block(hash.h1);
+        let k = self.params.hashes;
+        match self.params.layout {
+            Layout::Word => (block, Masks::Word(word_mask(hash.h2, k))),
+            Layout::Line => (block * LINE_WORDS, Masks::Line(line_masks(hash.h2, k))),
+        }
+    }
+
+    /// Whether `item` is possibly in the filter (`false`: certainly not).
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of a precomputed hash.
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let (word, masks) = self.probe(hash);
+        let segment = &self.segments[word / self.segment_words].0;
+        let at = word % self.segment_words;
+        match masks {
+            Masks::Word(mask) => segment[at] & mask == mask,
+            Masks::Line(masks) => segment[at..at + LINE_WORDS]
+                .iter()
+                .zip(&masks)
+                .all(|(w, m)| w & m == *m),
+        }
+    }
+
+    /// A new filter holding this one's items and `hashes`: copies only the segments the hashes
+    /// touch, and shares the others with `self`. Returns it with the number of segments copied.
+    pub(crate) fn with_hashes(&self, hashes: &[Hash128]) -> (Self, usize) {
+        let mut targets: Vec<(usize, usize, Masks)> = hashes
+            .iter()
+            .map(|&h| {
+                let (word, masks) = self.probe(h);
+                (word / self.segment_words, word % self.segment_words, masks)
+            })
+            .collect();
+        targets.sort_unstable_by_key(|t| t.0);
+        let mut segments = self.segments.to_vec();
+        let mut copied = 0;
+        for group in targets.chunk_by(|a, b| a.0 == b.0) {
+            let index = group[0].0;
+            let mut words = self.segments[index].0.to_vec();
+            for &(_, at, masks) in group {
+                match masks {
+                    Masks::Word(mask) => words[at] |= mask,
+                    Masks::Line(masks) => {
+                        for (w, m) in words[at..at + LINE_WORDS].iter_mut().zip(&masks) {
+                            *w |= m;
+                        }
+                    }
+                }
+            }
+            segments[index] = Arc::new(Segment(words.into_boxed_slice()));
+            copied += 1;
+        }
+        let next = Self {
+            params: self.params,
+            capacity: self.capacity,
+            fpr: self.fpr,
+            segment_words: self.segment_words,
+            segments: segments.into_boxed_slice(),
+            hasher: self.hasher.clone(),
+        };
+        (next, copied)
+    }
+
+    /// The number of bits (a multiple of 512).
+    pub fn bit_len(&self) -> u64 {
+        self.params.bits()
+    }
+
+    /// `k`, the bits set per item.
+    pub fn hashes(&self) -> u32 {
+        self.params.hashes
+    }
+
+    /// The block layout.
+    pub fn layout(&self) -> Layout {
+        self.params.layout
+    }
+
+    /// The number of items the filter was sized for.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The target false-positive rate at capacity.
+    pub fn fpr(&self) -> f64 {
+        self.fpr
+    }
+
+    /// The number of segments the bits are split into.
+    pub fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+}
+
+/// The masks of one probe: one word, or the 8 words of a line.
+#[derive(Clone, Copy)]
+enum Masks {
+    Word(u64),
+    Line([u64; LINE_WORDS]),
+}
+
+impl<H> fmt::Debug for FrozenBloomFilter<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrozenBloomFilter")
+            .field("capacity", &self.capacity)
+            .field("fpr", &self.fpr)
+            .field("layout", &self.params.layout)
+            .field("bits", &self.params.bits())
+            .field("hashes", &self.params.hashes)
+            .field("segments", &self.segments.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,300 @@
+//! `SemiConcurrentBloomFilter`: inserts buffered in a concurrent set, compacted into immutable
+//! snapshots that are swapped in atomically.
+
+use core::fmt;
+use core::hash::Hash;
+
+use super::frozen::FrozenBloomFilter;
+use super::{Layout, Params};
+use crate::bits::LINE_WORDS;
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sync::Ordering::Relaxed;
+use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet};
+use crate::{DedupFilter, Error};
+
+/// A Bloom filter whose readers always query an immutable snapshot plus a small buffer of recent
+/// inserts, and whose compacted state can be taken as a consistent snapshot at any time without
+/// stopping writers.
+///
+/// - `insert(x)`: if the filter does not already contain `x`, put `x`'s 128-bit hash in a
+///   concurrent set of pending hashes (a lock-free skip list); when `insertions_before_compact`
+///   hashes are pending, compact.
+/// - `compact()`: take the pending hashes, build a new snapshot from the current one plus those
+///   hashes (copying only the 4 KiB segments they touch), and compare-and-swap it in; only if the
+///   swap won, remove exactly those hashes from the pending set.
+/// - `contains(x)`: the pending set first, then the snapshot. That order is what makes it
+///   correct: `docs/concurrency.md` has the argument and the loom models that check it.
+///
+/// Guarantees: no false negatives (once `insert(x)` returned, every `contains(x)` that happens
+/// after it returns `true`); racing inserts of one new item: at least one returns `true`; a
+/// compaction fails only because another one won (no livelock). Readers never block; `insert`
+/// and `compact` are lock-free.
+///
+/// # Examples
+///
+/// ```
+/// use seen::SemiConcurrentBloomFilter;
+///
+/// let f = SemiConcurrentBloomFilter::builder()
+///     .capacity(1_000_000)
+///     .fpr(0.001)
+///     .insertions_before_compact(1024)
+///     .build()?;
+/// assert!(f.insert("a"));
+/// assert!(f.contains("a") && f.pending_len() == 1);
+/// assert!(f.compact()); // "a" moves into the snapshot
+/// assert_eq!(f.pending_len(), 0);
+/// assert!(f.snapshot().contains("a"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct SemiConcurrentBloomFilter<H = StableHasher> {
+    current: ArcCell<FrozenBloomFilter<H>>,
+    pending: PendingSet<Hash128>,
+    insertions_before_compact: usize,
+    attempted: AtomicU64,
+    won: AtomicU64,
+    hasher: H,
+}
+
+/// How many compactions were tried and how many swapped a new snapshot in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Calls to `compact` that found pending hashes and built a snapshot.
+    pub attempted: u64,
+    /// Those whose compare-and-swap won.
+    pub won: u64,
+}
+
+impl SemiConcurrentBloomFilter {
+    /// A builder: capacity (required), fpr (default 0.01), `insertions_before_compact`
+    /// (default 1024), layout (default [`Layout::Word`]), hasher, segment size (default 4 KiB).
+    pub fn builder() -> SemiConcurrentBloomFilterBuilder {
+        SemiConcurrentBloomFilterBuilder {
+            capacity: None,
+            fpr: 0.01,
+            insertions_before_compact: 1024,
+            layout: Layout::default(),
+            segment_bytes: 4096,
+            hasher: StableHasher::new(),
+        }
+    }
+}
+
+impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
+    /// Inserts `item`; `true` if it was certainly not in the filter (neither pending nor in the
+    /// snapshot), `false` if possibly (inserted before, or a false positive).
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`insert`](Self::insert) of a precomputed hash.
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        if self.contains_hash(hash) {
+            return false;
+        }
+        self.pending.insert(hash);
+        if self.pending.len() >= self.insertions_before_compact {
+            self.compact();
+        }
+        true
+    }
+
+    /// Whether `item` is possibly in the filter: pending or in the current snapshot.
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of a precomputed hash. The pending set is checked *before*
+    /// the snapshot: a hash leaves the pending set only after a snapshot holding it was swapped
+    /// in, so a reader that misses it in the set finds it in the snapshot it loads next.
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        self.pending.contains(&hash) || self.current.read(|f| f.contains_hash(hash))
+    }
+
+    /// Moves the pending hashes into a new snapshot; returns whether this call swapped one in
+    /// (`false`: nothing was pending, or another compaction won the race, in which case the
+    /// hashes stay pending for the next one).
+    pub fn compact(&self) -> bool {
+        self.compact_with(false)
+    }
+
+    fn compact_with(&self, remove_first: bool) -> bool {
+        let current = self.current.load();
+        let batch = self.pending.first(self.pending.len());
+        if batch.is_empty() {
+            return false;
+        }
+        self.attempted.fetch_add(1, Relaxed);
+        if remove_first {
+            for hash in &batch {
+                self.pending.remove(hash);
+            }
+        }
+        let (next, _copied) = current.with_hashes(&batch);
+        if !self.current.compare_and_swap(&current, Arc::new(next)) {
+            return false;
+        }
+        self.won.fetch_add(1, Relaxed);
+        if !remove_first {
+            for hash in &batch {
+                self.pending.remove(hash);
+            }
+        }
+        true
+    }
+
+    /// The current snapshot: every item compacted so far, immutable, usable from any thread.
+    pub fn snapshot(&self) -> Arc<FrozenBloomFilter<H>> {
+        self.current.load()
+    }
+
+    /// The number of hashes waiting for a compaction (may be stale when other threads write).
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Compactions attempted and won so far.
+    pub fn compaction_stats(&self) -> CompactionStats {
+        CompactionStats {
+            attempted: self.attempted.load(Relaxed),
+            won: self.won.load(Relaxed),
+        }
+    }
+
+    /// The `insertions_before_compact` this filter was built with.
+    pub fn insertions_before_compact(&self) -> usize {
+        self.insertions_before_compact
+    }
+
+    /// Broken variant for the loom models: removes the batch from the pending set *before* the
+    /// swap, as the proposal warns against.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __compact_removing_first(&self) -> bool {
+        self.compact_with(true)
+    }
+
+    /// Broken variant for the loom models: the snapshot first, then the pending set, without a
+    /// second look at the snapshot.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let hash = self.hasher.hash_item(item);
+        self.current.read(|f| f.contains_hash(hash)) || self.pending.contains(&hash)
+    }
+}
+
+impl<T: Hash + ?Sized, H: ItemHasher + Clone> DedupFilter<T> for SemiConcurrentBloomFilter<H> {
+    fn insert(&self, item: &T) -> bool {
+        SemiConcurrentBloomFilter::insert(self, item)
+    }
+
+    fn contains(&self, item: &T) -> bool {
+        SemiConcurrentBloomFilter::contains(self, item)
+    }
+}
+
+impl<H> fmt::Debug for SemiConcurrentBloomFilter<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemiConcurrentBloomFilter")
+            .field("insertions_before_compact", &self.insertions_before_compact)
+            .field("snapshot", &self.current)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`SemiConcurrentBloomFilter`]; see [`SemiConcurrentBloomFilter::builder`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct SemiConcurrentBloomFilterBuilder<H = StableHasher> {
+    capacity: Option<u64>,
+    fpr: f64,
+    insertions_before_compact: usize,
+    layout: Layout,
+    segment_bytes: usize,
+    hasher: H,
+}
+
+impl<H: ItemHasher + Clone> SemiConcurrentBloomFilterBuilder<H> {
+    /// The number of distinct items to size for (required).
+    pub fn capacity(mut self, capacity: u64) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// The false-positive rate to meet at capacity (default 0.01).
+    pub fn fpr(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// Compact when this many hashes are pending (default 1024, at least 1).
+    pub fn insertions_before_compact(mut self, n: usize) -> Self {
+        self.insertions_before_compact = n;
+        self
+    }
+
+    /// The block layout (default [`Layout::Word`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The size of the copy-on-write segments, rounded up to whole 64-byte lines (default
+    /// 4096). A segment as large as the filter makes every compaction copy the whole filter.
+    pub fn segment_bytes(mut self, bytes: usize) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+
+    /// The hasher (must be `Clone`: each snapshot keeps one).
+    pub fn hasher<H2: ItemHasher + Clone>(
+        self,
+        hasher: H2,
+    ) -> SemiConcurrentBloomFilterBuilder<H2> {
+        SemiConcurrentBloomFilterBuilder {
+            capacity: self.capacity,
+            fpr: self.fpr,
+            insertions_before_compact: self.insertions_before_compact,
+            layout: self.layout,
+            segment_bytes: self.segment_bytes,
+            hasher,
+        }
+    }
+
+    /// Sizes and allocates the filter.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingParameter`] without a capacity, [`Error::InvalidParameter`] for
+    /// `insertions_before_compact == 0` or a zero segment size, and the errors of
+    /// [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity).
+    pub fn build(self) -> Result<SemiConcurrentBloomFilter<H>, Error> {
+        let capacity = self.capacity.ok_or(Error::MissingParameter("capacity"))?;
+        if self.insertions_before_compact == 0 {
+            return Err(Error::InvalidParameter(
+                "insertions_before_compact must be at least 1",
+            ));
+        }
+        if self.segment_bytes == 0 {
+            return Err(Error::InvalidParameter("segment_bytes must be at least 1"));
+        }
+        let params = Params::for_capacity(capacity, self.fpr, self.layout)?;
+        let segment_words = self.segment_bytes.div_ceil(64) * LINE_WORDS;
+        let empty = FrozenBloomFilter::empty(
+            params,
+            capacity,
+            self.fpr,
+            segment_words,
+            self.hasher.clone(),
+        );
+        Ok(SemiConcurrentBloomFilter {
+            current: ArcCell::new(Arc::new(empty)),
+            pending: PendingSet::new(),
+            insertions_before_compact: self.insertions_before_compact,
+            attempted: AtomicU64::new(0),
+            won: AtomicU64::new(0),
+            hasher: self.hasher,
+        })
+    }
+}

@@ -1,0 +1,183 @@
+//! `SemiConcurrentBloomFilter` on real threads: no false negatives while compacting, the pending
+//! set's bound, snapshots, and segmented compaction.
+#![cfg(not(loom))]
+
+mod common;
+
+use common::keys;
+use seen::{DedupFilter, Error, Layout, SemiConcurrentBloomFilter};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn filter(capacity: u64, ibc: usize) -> SemiConcurrentBloomFilter {
+    SemiConcurrentBloomFilter::builder()
+        .capacity(capacity)
+        .fpr(0.01)
+        .insertions_before_compact(ibc)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn pending_never_exceeds_insertions_before_compact_single_threaded() {
+    for ibc in [1, 7, 100] {
+        let f = filter(10_000, ibc);
+        for k in keys(1, 5_000) {
+            f.insert(&k);
+            // Single-threaded, every triggered compaction wins and empties the set.
+            assert!(
+                f.pending_len() < ibc,
+                "ibc={ibc}: {} pending",
+                f.pending_len()
+            );
+        }
+        let stats = f.compaction_stats();
+        assert_eq!(stats.attempted, stats.won);
+        // About 5,000 / ibc compactions (a few keys are false positives and never pending).
+        assert!(stats.won >= 4_900 / ibc as u64, "{stats:?}");
+    }
+}
+
+#[test]
+fn snapshots_are_consistent_and_immutable() {
+    let f = filter(10_000, 1_000_000);
+    for k in 0..100u64 {
+        assert!(f.insert(&k));
+    }
+    let before = f.snapshot();
+    assert!((0..100u64).all(|k| !before.contains(&k)));
+    assert!(f.compact());
+    assert!(!f.compact(), "nothing pending");
+    let after = f.snapshot();
+    assert!((0..100u64).all(|k| after.contains(&k) && f.contains(&k)));
+    assert!(
+        (0..100u64).all(|k| !before.contains(&k)),
+        "an old snapshot never changes"
+    );
+    assert_eq!(f.pending_len(), 0);
+}
+
+#[test]
+fn segmented_compaction_copies_only_touched_segments_and_matches_a_full_copy() {
+    let segmented = filter(1_000_000, 1 << 30);
+    let full = SemiConcurrentBloomFilter::builder()
+        .capacity(1_000_000)
+        .segment_bytes(usize::MAX / 2)
+        .insertions_before_compact(1 << 30)
+        .build()
+        .unwrap();
+    assert_eq!(full.snapshot().segments(), 1);
+    assert!(segmented.snapshot().segments() > 300);
+    let all = keys(2, 20_000);
+    for chunk in all.chunks(1000) {
+        for k in chunk {
+            segmented.insert(k);
+            full.insert(k);
+        }
+        let old = segmented.snapshot();
+        assert!(segmented.compact() && full.compact());
+        let new = segmented.snapshot();
+        assert_eq!(old.segments(), new.segments());
+    }
+    let probe = keys(3, 100_000);
+    let a = probe.iter().filter(|k| segmented.contains(*k)).count();
+    let b = probe.iter().filter(|k| full.contains(*k)).count();
+    assert_eq!(a, b, "same bits whatever the segment size");
+    assert!(
+        all.iter()
+            .all(|k| segmented.contains(k) && full.contains(k))
+    );
+}
+
+/// Two threads insert 1M distinct keys with a small `insertions_before_compact` (so compactions
+/// race constantly), while a third checks keys whose insert has already returned (published
+/// through a Release/Acquire counter per writer) and never sees a false negative.
+#[test]
+fn no_false_negative_while_compacting() {
+    let all = keys(4, 1_000_000);
+    let (a, b) = all.split_at(all.len() / 2);
+    for layout in [Layout::Word, Layout::Line] {
+        let f = SemiConcurrentBloomFilter::builder()
+            .capacity(1_000_000)
+            .fpr(0.01)
+            .layout(layout)
+            .insertions_before_compact(64)
+            .build()
+            .unwrap();
+        let done = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let max_pending = AtomicUsize::new(0);
+        let checked = std::thread::scope(|s| {
+            for (half, counter) in [a, b].into_iter().zip(&done) {
+                let (f, max_pending) = (&f, &max_pending);
+                s.spawn(move || {
+                    for (i, k) in half.iter().enumerate() {
+                        f.insert(k);
+                        counter.store(i + 1, Ordering::Release);
+                        max_pending.fetch_max(f.pending_len(), Ordering::Relaxed);
+                    }
+                });
+            }
+            let reader = s.spawn(|| {
+                let mut checked = 0u64;
+                let mut i = 0usize;
+                loop {
+                    let finished = done.iter().all(|d| d.load(Ordering::Acquire) == a.len());
+                    for (half, counter) in [a, b].into_iter().zip(&done) {
+                        let upto = counter.load(Ordering::Acquire);
+                        if upto > 0 {
+                            let k = &half[(i * 7919) % upto];
+                            assert!(
+                                f.contains(k),
+                                "{layout:?}: false negative for a returned insert"
+                            );
+                            checked += 1;
+                        }
+                    }
+                    i += 1;
+                    if finished {
+                        return checked;
+                    }
+                }
+            });
+            reader.join().unwrap()
+        });
+        f.compact();
+        assert_eq!(f.pending_len(), 0);
+        assert!(
+            all.iter()
+                .all(|k| f.contains(k) && f.snapshot().contains(k))
+        );
+        let stats = f.compaction_stats();
+        eprintln!(
+            "{layout:?}: {checked} concurrent checks; max pending seen {} (ibc 64); {stats:?}",
+            max_pending.load(Ordering::Relaxed)
+        );
+        assert!(checked > 1000);
+        assert!(stats.won > 1_000_000 / 64 / 2, "{stats:?}");
+    }
+}
+
+#[test]
+fn shared_trait_errors_and_debug() {
+    let f = filter(100, 10);
+    let dynamic: &dyn DedupFilter<str> = &f;
+    assert!(dynamic.insert("x") && dynamic.contains("x") && !dynamic.insert("x"));
+    assert!(format!("{f:?}").contains("insertions_before_compact: 10"));
+    assert!(matches!(
+        SemiConcurrentBloomFilter::builder().build(),
+        Err(Error::MissingParameter("capacity"))
+    ));
+    assert!(matches!(
+        SemiConcurrentBloomFilter::builder()
+            .capacity(10)
+            .insertions_before_compact(0)
+            .build(),
+        Err(Error::InvalidParameter(_))
+    ));
+    assert!(matches!(
+        SemiConcurrentBloomFilter::builder()
+            .capacity(10)
+            .fpr(2.0)
+            .build(),
+        Err(Error::InvalidFpr(_))
+    ));
+}

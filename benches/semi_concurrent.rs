@@ -28,6 +28,16 @@ fn semi(items: u64, segment_bytes: usize) -> SemiConcurrentBloomFilter {
         .unwrap()
 }
 
+/// A filter for `items` at 1% that compacts every 1,024 inserts.
+fn semi_compacting(items: u64) -> SemiConcurrentBloomFilter {
+    SemiConcurrentBloomFilter::builder()
+        .capacity(items)
+        .fpr(0.01)
+        .insertions_before_compact(1024)
+        .build()
+        .unwrap()
+}
+
 fn compaction(c: &mut Criterion) {
     let mut group = c.benchmark_group("compact");
     for (items, label) in [(1_000_000u64, "1M"), (100_000_000, "100M")] {
@@ -57,75 +67,60 @@ fn compaction(c: &mut Criterion) {
     group.finish();
 }
 
+const N: u64 = 10_000_000;
+
+/// Times inserts of fresh keys into a filter of capacity `N`, rebuilt (untimed) when full.
+fn fresh_inserts<F>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    make: fn() -> F,
+    insert: fn(&F, u64) -> bool,
+) {
+    let mut f = make();
+    let mut next = 0u64;
+    group.bench_function(BenchmarkId::new(name, "10M"), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if next == N {
+                    f = make();
+                    next = 0;
+                }
+                let count = left.min(N - next);
+                let start = Instant::now();
+                for k in next..next + count {
+                    black_box(insert(&f, k));
+                }
+                elapsed += start.elapsed();
+                next += count;
+                left -= count;
+            }
+            elapsed
+        })
+    });
+}
+
 fn operations(c: &mut Criterion) {
-    const N: u64 = 10_000_000;
-    let semi_filter = SemiConcurrentBloomFilter::builder()
-        .capacity(N)
-        .fpr(0.01)
-        .insertions_before_compact(1024)
-        .build()
-        .unwrap();
+    let semi_filter = semi_compacting(N);
     let atomic = AtomicBloomFilter::with_capacity(N, 0.01).unwrap();
     {
         // Fresh keys into a filter rebuilt (untimed) when it reaches capacity, as in
         // `benches/atomic_bloom.rs`: inserts of new items at fills from 0 to 100%.
         let mut group = c.benchmark_group("semi_insert");
         group.throughput(Throughput::Elements(1));
-        let make_semi = || {
-            SemiConcurrentBloomFilter::builder()
-                .capacity(N)
-                .fpr(0.01)
-                .insertions_before_compact(1024)
-                .build()
-                .unwrap()
-        };
-        let make_atomic = || AtomicBloomFilter::with_capacity(N, 0.01).unwrap();
-        let mut f = make_semi();
-        let mut next = 0u64;
-        group.bench_function(BenchmarkId::new("semi_concurrent", "10M"), |b| {
-            b.iter_custom(|iters| {
-                let mut elapsed = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    if next == N {
-                        f = make_semi();
-                        next = 0;
-                    }
-                    let count = left.min(N - next);
-                    let start = Instant::now();
-                    for k in next..next + count {
-                        black_box(f.insert(&k));
-                    }
-                    elapsed += start.elapsed();
-                    next += count;
-                    left -= count;
-                }
-                elapsed
-            })
-        });
-        let mut f = make_atomic();
-        let mut next = 0u64;
-        group.bench_function(BenchmarkId::new("atomic_word", "10M"), |b| {
-            b.iter_custom(|iters| {
-                let mut elapsed = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    if next == N {
-                        f = make_atomic();
-                        next = 0;
-                    }
-                    let count = left.min(N - next);
-                    let start = Instant::now();
-                    for k in next..next + count {
-                        black_box(f.insert(&k));
-                    }
-                    elapsed += start.elapsed();
-                    next += count;
-                    left -= count;
-                }
-                elapsed
-            })
-        });
+        fresh_inserts(
+            &mut group,
+            "semi_concurrent",
+            || semi_compacting(N),
+            |f, k| f.insert(&k),
+        );
+        fresh_inserts(
+            &mut group,
+            "atomic_word",
+            || AtomicBloomFilter::with_capacity(N, 0.01).unwrap(),
+            |f, k| f.insert(&k),
+        );
         group.finish();
     }
     for k in 0..1_000_000u64 {

@@ -18,7 +18,9 @@
 //! `-- 10M` or `-- layout` to run a part. Results in `docs/benchmarks.md`.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use seen::{AtomicBloomFilter, Layout};
@@ -123,24 +125,7 @@ fn timed(threads: u64, first: u64, count: u64, op: &(dyn Fn(&[u64]) -> usize + S
             at += len as u64;
         }
     };
-    let start = Instant::now();
-    if threads == 1 {
-        run(first, first + count);
-    } else {
-        let per = count / threads;
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                let lo = first + t * per;
-                let hi = if t == threads - 1 {
-                    first + count
-                } else {
-                    lo + per
-                };
-                s.spawn(move || run(lo, hi));
-            }
-        });
-    }
-    start.elapsed()
+    common::timed_split(threads, first, count, &run)
 }
 
 fn benches(c: &mut Criterion) {

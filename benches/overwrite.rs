@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::hash::Hash;
 use std::hint::black_box;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dashmap::DashSet;
@@ -126,24 +128,7 @@ fn timed<K: Key>(
             black_box(op(&K::make(i)));
         }
     };
-    let start = Instant::now();
-    if threads == 1 {
-        run(first, first + count);
-    } else {
-        let per = count / threads;
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                let lo = first + t * per;
-                let hi = if t == threads - 1 {
-                    first + count
-                } else {
-                    lo + per
-                };
-                s.spawn(move || run(lo, hi));
-            }
-        });
-    }
-    start.elapsed()
+    common::timed_split(threads, first, count, &run)
 }
 
 fn bench_key<K: Key>(c: &mut Criterion) {

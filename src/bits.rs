@@ -43,12 +43,6 @@ impl AtomicBits {
         })
     }
 
-    /// The number of cache lines.
-    #[inline]
-    pub(crate) fn lines(&self) -> usize {
-        self.lines.len()
-    }
-
     /// The number of 64-bit words.
     #[inline]
     pub(crate) fn words(&self) -> usize {

@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Layout, Params, line_masks, word_mask};
-use crate::bits::{AtomicBits, LINE_WORDS};
+use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Ordering::Relaxed;
 use crate::{DedupFilter, Error};
@@ -511,7 +511,6 @@ impl<H: ItemHasher> AtomicBloomFilterBuilder<H> {
         let params = Params::for_capacity(capacity, self.fpr, self.layout)?;
         let bits = AtomicBits::new(params.lines())?;
         debug_assert_eq!(bits.words() as u64 * 64, params.bits());
-        debug_assert!(bits.lines() * LINE_WORDS == bits.words());
         Ok(AtomicBloomFilter {
             bits,
             params,

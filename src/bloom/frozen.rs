@@ -102,8 +102,8 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     }
 
     /// A new filter holding this one's items and `hashes`: copies only the segments the hashes
-    /// touch, and shares the others with `self`. Returns it with the number of segments copied.
-    pub(crate) fn with_hashes(&self, hashes: &[Hash128]) -> (Self, usize) {
+    /// touch, and shares the others with `self`.
+    pub(crate) fn with_hashes(&self, hashes: &[Hash128]) -> Self {
         let mut targets: Vec<(usize, usize, Masks)> = hashes
             .iter()
             .map(|&h| {
@@ -113,7 +113,6 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             .collect();
         targets.sort_unstable_by_key(|t| t.0);
         let mut segments = self.segments.to_vec();
-        let mut copied = 0;
         for group in targets.chunk_by(|a, b| a.0 == b.0) {
             let index = group[0].0;
             let mut words = self.segments[index].0.to_vec();
@@ -128,17 +127,15 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
                 }
             }
             segments[index] = Arc::new(Segment(words.into_boxed_slice()));
-            copied += 1;
         }
-        let next = Self {
+        Self {
             params: self.params,
             capacity: self.capacity,
             fpr: self.fpr,
             segment_words: self.segment_words,
             segments: segments.into_boxed_slice(),
             hasher: self.hasher.clone(),
-        };
-        (next, copied)
+        }
     }
 
     /// The number of bits (a multiple of 512).

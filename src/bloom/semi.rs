@@ -130,7 +130,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                 self.pending.remove(hash);
             }
         }
-        let (next, _copied) = current.with_hashes(&batch);
+        let next = current.with_hashes(&batch);
         if !self.current.compare_and_swap(&current, Arc::new(next)) {
             return false;
         }

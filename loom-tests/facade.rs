@@ -3,6 +3,7 @@
 //! these, so the wrappers must themselves keep the contracts they promise.
 
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use seen::__loom::{ArcCell, PendingSet};
 
@@ -63,36 +64,159 @@ fn arc_cell_reader_sees_a_whole_old_or_new_value() {
     });
 }
 
-/// Two removers of the same value: exactly one is told it removed it.
-fn racing_removals(remove: fn(&PendingSet<u64>, &u64) -> bool) {
+/// A load that does not happen after a store may return the old value: the stand-in's load
+/// synchronizes only with the store it reads, as arc-swap's Acquire load does. (A lock-based
+/// stand-in would make the reader see the store whenever it ran after it, hiding bugs.)
+#[test]
+#[should_panic(expected = "stale")]
+fn arc_cell_load_without_happens_before_may_see_the_old_value() {
+    loom::model(|| {
+        let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
+        let flag = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (cell, flag) = (Arc::clone(&cell), Arc::clone(&flag));
+            thread::spawn(move || {
+                cell.store(Arc::new(1));
+                flag.store(true, Ordering::Relaxed);
+            })
+        };
+        if flag.load(Ordering::Relaxed) {
+            assert_eq!(cell.read(|v| *v), 1, "stale value through a Relaxed flag");
+        }
+        writer.join().unwrap();
+    });
+}
+
+/// The same hand-off through a Release/Acquire flag: the reader sees the new value.
+#[test]
+fn arc_cell_load_after_a_store_that_happens_before_sees_it() {
+    loom::model(|| {
+        let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
+        let flag = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (cell, flag) = (Arc::clone(&cell), Arc::clone(&flag));
+            thread::spawn(move || {
+                cell.store(Arc::new(1));
+                flag.store(true, Ordering::Release);
+            })
+        };
+        if flag.load(Ordering::Acquire) {
+            assert_eq!(cell.read(|v| *v), 1);
+        }
+        writer.join().unwrap();
+    });
+}
+
+/// A thread inserts a value that is already present while another looks it up: the lookup must
+/// find it at every point of the insert.
+fn insert_of_a_present_value(insert: fn(&PendingSet<u64>, u64)) {
     loom::model(move || {
         let set = Arc::new(PendingSet::new());
         set.insert(7u64);
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let set = Arc::clone(&set);
-                thread::spawn(move || usize::from(remove(&set, &7)))
-            })
-            .collect();
-        let removed: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
-        assert_eq!(removed, 1, "removed reported {removed} times");
-        assert!(set.is_empty());
+        let writer = {
+            let set = Arc::clone(&set);
+            thread::spawn(move || insert(&set, 7))
+        };
+        assert!(set.contains(&7), "a re-insert hid a present value");
+        writer.join().unwrap();
+        assert!(set.contains(&7));
+        assert_eq!(set.len(), 1);
     });
 }
 
 #[test]
-fn pending_set_remove_reports_exactly_one_removal() {
-    racing_removals(|set, v| set.remove(v));
+fn pending_set_insert_of_a_present_value_never_hides_it() {
+    insert_of_a_present_value(|set, v| set.insert(v));
 }
 
-/// The broken twin: "contains, then remove" lets both removers believe they removed the value.
+/// The twin: the skip list's own `SkipSet::insert` removes the present entry, then links a new
+/// one. The stand-in models the two steps, and loom finds the lookup that falls between them.
 #[test]
-#[should_panic(expected = "removed reported")]
-fn pending_set_contains_then_remove_reports_two_removals() {
-    racing_removals(|set, v| {
-        let had = set.contains(v);
-        set.remove(v);
-        had
+#[should_panic(expected = "hid a present value")]
+fn pending_set_replacing_insert_hides_a_present_value() {
+    insert_of_a_present_value(|set, v| set.insert_replacing(v));
+}
+
+/// Two removers of one value and an inserter of another: the set ends with exactly the other
+/// value, and `len` is exact once every thread has finished.
+#[test]
+fn pending_set_racing_removals_leave_an_exact_set() {
+    loom::model(|| {
+        let set = Arc::new(PendingSet::new());
+        set.insert(7u64);
+        let handles: Vec<_> = [None, None, Some(9u64)]
+            .into_iter()
+            .map(|insert| {
+                let set = Arc::clone(&set);
+                thread::spawn(move || match insert {
+                    Some(v) => set.insert(v),
+                    None => set.remove(&7),
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(!set.contains(&7) && set.contains(&9));
+        assert_eq!(set.len(), 1);
+        assert_eq!(set.first(usize::MAX), vec![9]);
+    });
+}
+
+/// `len` counts an insert before its node is linked, as the skip list's does: while two threads
+/// insert the same new value, a third can read 2.
+#[test]
+#[should_panic(expected = "len")]
+fn pending_set_len_is_approximate_while_inserts_are_in_flight() {
+    loom::model(|| {
+        let set = Arc::new(PendingSet::new());
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let set = Arc::clone(&set);
+                thread::spawn(move || set.insert(1u64))
+            })
+            .collect();
+        assert!(set.len() <= 1, "len counted an insert in flight");
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(set.len(), 1);
+    });
+}
+
+/// A lookup is only a `Relaxed` load (the skip list's `load_consume` is no more on weak
+/// hardware): finding a value does not make the inserter's earlier writes visible...
+#[test]
+#[should_panic(expected = "stale")]
+fn pending_set_lookup_alone_does_not_synchronize() {
+    lookup_then(false);
+}
+
+/// ...unless the reader adds an Acquire fence after the lookup, which the semi-concurrent
+/// filter does.
+#[test]
+fn pending_set_lookup_then_acquire_fence_synchronizes() {
+    lookup_then(true);
+}
+
+fn lookup_then(fence: bool) {
+    loom::model(move || {
+        let set = Arc::new(PendingSet::new());
+        let data = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (set, data) = (Arc::clone(&set), Arc::clone(&data));
+            thread::spawn(move || {
+                data.store(true, Ordering::Relaxed);
+                set.insert(5u64);
+            })
+        };
+        if set.contains(&5) {
+            if fence {
+                loom::sync::atomic::fence(Ordering::Acquire);
+            }
+            assert!(data.load(Ordering::Relaxed), "stale data after a lookup");
+        }
+        writer.join().unwrap();
     });
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::keys;
+use common::{keys, same_key_race};
 use seen::{DedupFilter, Error, Layout, SemiConcurrentBloomFilter};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -180,4 +180,52 @@ fn shared_trait_errors_and_debug() {
             .build(),
         Err(Error::InvalidFpr(_))
     ));
+}
+
+/// The shape that lost items before the pending set stopped replacing entries: two threads
+/// insert the *same* 1M keys at once, and each checks `contains(k)` and re-inserts `k` right
+/// after its own `insert(k)` returned, while a third thread compacts and takes snapshots. At
+/// every compaction rate: no false negative, no second "new", and every key new to at least one
+/// thread (the filter is sized at 1e-9 so that no key meets a false positive).
+///
+/// With `SkipSet::insert` (which removes an existing entry, then links a new one) this failed
+/// at every rate: thousands of false negatives (`docs/concurrency.md`).
+#[test]
+fn same_keys_from_two_threads_are_never_lost_at_any_compaction_rate() {
+    let all = keys(5, 1_000_000);
+    // (insertions_before_compact, a third thread compacting and taking snapshots)
+    for (ibc, maintained) in [
+        (1, true),
+        (64, true),
+        (1024, true),
+        (usize::MAX, false), // never compacts: every key stays pending
+        (usize::MAX, true),  // compacts only from the third thread
+    ] {
+        let f = SemiConcurrentBloomFilter::builder()
+            .capacity(1_000_000)
+            .fpr(1e-9)
+            .layout(Layout::Line)
+            .insertions_before_compact(ibc)
+            .build()
+            .unwrap();
+        let maintain = || {
+            f.compact();
+            let snapshot = f.snapshot();
+            assert_eq!(snapshot.bit_len(), f.snapshot().bit_len());
+        };
+        let race = same_key_race(&f, &all, maintained.then_some(&maintain));
+        let stats = f.compaction_stats();
+        eprintln!("semi ibc={ibc} maintained={maintained}: {race:?}, {stats:?}");
+        assert_eq!(race.false_negatives, 0, "ibc={ibc}: {race:?}");
+        assert_eq!(race.new_again, 0, "ibc={ibc}: {race:?}");
+        assert_eq!(race.neither_new, 0, "ibc={ibc}: {race:?}");
+        assert_eq!(
+            stats.won > 0,
+            maintained || ibc < usize::MAX,
+            "ibc={ibc}: {stats:?}"
+        );
+        f.compact();
+        assert_eq!(f.pending_len(), 0);
+        assert!(all.iter().all(|k| f.snapshot().contains(k)));
+    }
 }

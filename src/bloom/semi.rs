@@ -8,8 +8,8 @@ use super::frozen::FrozenBloomFilter;
 use super::{Layout, Params};
 use crate::bits::LINE_WORDS;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
-use crate::sync::Ordering::Relaxed;
-use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet};
+use crate::sync::Ordering::{Acquire, Relaxed};
+use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet, fence};
 use crate::{DedupFilter, Error};
 
 /// A Bloom filter whose readers always query an immutable snapshot plus a small buffer of recent
@@ -89,10 +89,19 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// [`insert`](Self::insert) of a precomputed hash.
     pub fn insert_hash(&self, hash: Hash128) -> bool {
+        self.insert_hash_with(hash, PendingSet::insert)
+    }
+
+    /// The insert protocol, with the pending set's insert as a parameter so that the loom
+    /// models can run it with the skip list's replacing insert too.
+    #[inline]
+    fn insert_hash_with(&self, hash: Hash128, add: fn(&PendingSet<Hash128>, Hash128)) -> bool {
         if self.contains_hash(hash) {
             return false;
         }
-        self.pending.insert(hash);
+        // Adds the hash only if it is absent: an entry already there (another thread's insert
+        // of the same item) stays in place, so that thread never sees it vanish.
+        add(&self.pending, hash);
         if self.pending.len() >= self.insertions_before_compact {
             self.compact();
         }
@@ -108,7 +117,14 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// the snapshot: a hash leaves the pending set only after a snapshot holding it was swapped
     /// in, so a reader that misses it in the set finds it in the snapshot it loads next.
     pub fn contains_hash(&self, hash: Hash128) -> bool {
-        self.pending.contains(&hash) || self.current.read(|f| f.contains_hash(hash))
+        if self.pending.contains(&hash) {
+            return true;
+        }
+        // The miss may come from a compaction's `remove`, which follows its swap. The skip list's
+        // lookups are only consume-ordered, so this fence is what makes that swap happen before
+        // the snapshot load below (free on x86, one `dmb ishld` on AArch64).
+        fence(Acquire);
+        self.current.read(|f| f.contains_hash(hash))
     }
 
     /// Moves the pending hashes into a new snapshot; returns whether this call swapped one in
@@ -172,6 +188,23 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     #[doc(hidden)]
     pub fn __compact_removing_first(&self) -> bool {
         self.compact_with(true)
+    }
+
+    /// Broken variant for the loom models: the insert as it was, with the skip list's replacing
+    /// `SkipSet::insert` (remove the existing entry, then link a new one).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __insert_replacing<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash_with(self.hasher.hash_item(item), PendingSet::insert_replacing)
+    }
+
+    /// Broken variant for the loom models: `contains` without the Acquire fence between the
+    /// pending set and the snapshot.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let hash = self.hasher.hash_item(item);
+        self.pending.contains(&hash) || self.current.read(|f| f.contains_hash(hash))
     }
 
     /// Broken variant for the loom models: the snapshot first, then the pending set, without a

@@ -1,12 +1,13 @@
 //! The model-checking side of the facade: loom's atomics, and the two wrappers rebuilt on loom's
-//! primitives with the same names and contracts as `std_impl.rs`.
+//! primitives with the same names as `std_impl.rs` and contracts no stronger than the real
+//! components' (`docs/concurrency.md` has the table: real guarantee, source, what is modelled).
 //!
 //! `ArcCell` and `PendingSet` are `pub` here (and only here) so that `loom-tests/` can check the
 //! facade itself through the hidden `seen::__loom` module.
 
 use core::fmt;
 use core::ops::Bound::{Excluded, Unbounded};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 pub(crate) use loom::sync::Arc;
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
@@ -18,46 +19,98 @@ pub(crate) fn spin_hint() {
     loom::thread::yield_now();
 }
 
-/// The loom stand-in for `arc_swap::ArcSwap<T>`: a loom `RwLock<Arc<T>>` (arc-swap's own strategy
-/// for testing its users). Same methods and contract as the std `ArcCell`.
-pub struct ArcCell<T>(loom::sync::RwLock<Arc<T>>);
+/// A `std` mutex used only for the stand-ins' bookkeeping: which values exist (the allocation
+/// side of the real components). Loom cannot see it, so it adds no happens-before edge to the
+/// model; it is never held across a loom operation (loom switches threads only at those), so it
+/// is never contended.
+fn book<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The loom stand-in for `arc_swap::ArcSwap<T>`, no stronger than what arc-swap documents.
+///
+/// Every value ever stored is kept in an append-only list (so an index names one `Arc` for the
+/// cell's whole life, and pointer identity is index identity); the current value is a loom
+/// `AtomicUsize` index. Loads are `Acquire` loads of it, stores and swaps `SeqCst` swaps,
+/// `compare_and_swap` a `SeqCst` compare-exchange: arc-swap's orderings on its pointer
+/// (`src/docs/internal.rs`: "AcqRel (well, SeqCst) on the swap and Acquire on the loads").
+/// Unlike a lock, a load adds no happens-before edge towards later writers. Values are freed
+/// only when the cell is dropped (arc-swap frees them earlier): not observable through the API.
+pub struct ArcCell<T> {
+    values: std::sync::Mutex<Vec<std::sync::Arc<Arc<T>>>>,
+    current: AtomicUsize,
+}
 
 impl<T> ArcCell<T> {
     /// A cell holding `value`.
     pub fn new(value: Arc<T>) -> Self {
-        Self(loom::sync::RwLock::new(value))
+        Self {
+            values: std::sync::Mutex::new(vec![std::sync::Arc::new(value)]),
+            current: AtomicUsize::new(0),
+        }
+    }
+
+    /// The value at `index`, kept alive by the list (no loom operation under the mutex).
+    fn at(&self, index: usize) -> std::sync::Arc<Arc<T>> {
+        std::sync::Arc::clone(&book(&self.values)[index])
+    }
+
+    /// The index of `value`, adding it to the list if it is not there yet.
+    fn intern(&self, value: Arc<T>) -> usize {
+        let (index, duplicate) = {
+            let mut values = book(&self.values);
+            match values.iter().position(|v| Arc::ptr_eq(v, &value)) {
+                Some(index) => (index, Some(value)),
+                None => {
+                    values.push(std::sync::Arc::new(value));
+                    (values.len() - 1, None)
+                }
+            }
+        };
+        drop(duplicate); // a loom operation: after the mutex is released
+        index
     }
 
     /// The current value, as an owned `Arc` the caller may keep.
     pub fn load(&self) -> Arc<T> {
-        Arc::clone(&self.0.read().expect("ArcCell lock poisoned"))
+        let held = self.at(self.current.load(Ordering::Acquire));
+        Arc::clone(&held)
     }
 
     /// Runs `f` on the current value.
     pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        f(&self.0.read().expect("ArcCell lock poisoned"))
+        let held = self.at(self.current.load(Ordering::Acquire));
+        f(&held)
     }
 
     /// Replaces the value unconditionally.
     pub fn store(&self, value: Arc<T>) {
-        *self.0.write().expect("ArcCell lock poisoned") = value;
+        let index = self.intern(value);
+        self.current.swap(index, Ordering::SeqCst);
     }
 
     /// Replaces the value and returns the one it replaced (one atomic step).
     pub fn swap(&self, value: Arc<T>) -> Arc<T> {
-        core::mem::replace(&mut *self.0.write().expect("ArcCell lock poisoned"), value)
+        let index = self.intern(value);
+        let previous = self.at(self.current.swap(index, Ordering::SeqCst));
+        Arc::clone(&previous)
     }
 
     /// Replaces the value with `new` if it is still `current` (pointer equality); returns whether
     /// it did.
     pub fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {
-        let mut slot = self.0.write().expect("ArcCell lock poisoned");
-        if Arc::ptr_eq(&slot, current) {
-            *slot = new;
-            true
-        } else {
-            false
-        }
+        let expected = book(&self.values)
+            .iter()
+            .position(|v| Arc::ptr_eq(v, current));
+        let new = self.intern(new);
+        // An `Arc` never stored in this cell cannot be its current value.
+        expected.is_some_and(|expected| {
+            self.current
+                .compare_exchange(expected, new, Ordering::SeqCst, Ordering::Acquire)
+                .is_ok()
+        })
     }
 }
 
@@ -67,63 +120,209 @@ impl<T> fmt::Debug for ArcCell<T> {
     }
 }
 
-/// The loom stand-in for `crossbeam_skiplist::SkipSet<T>`: a loom `Mutex<BTreeSet<T>>`, one lock
-/// per operation. Iteration takes the lock once per element, so a model sees interleavings inside
-/// an iteration, as it would with the skip list's weakly consistent iterator.
-pub struct PendingSet<T>(loom::sync::Mutex<BTreeSet<T>>);
+/// A value's entry in the [`PendingSet`] stand-in: the node currently linked for it, if any.
+///
+/// The state is `generation << 1 | present`. Linking a new node moves an absent state to the
+/// next generation, present; marking a node removed clears `present` only if the state is still
+/// *that* node (a compare-exchange on the whole state), as the skip list marks one node's tower.
+struct Entry {
+    state: AtomicUsize,
+}
+
+const PRESENT: usize = 1;
+
+/// The next generation's state, present, from an absent state.
+const fn linked(absent: usize) -> usize {
+    (absent | PRESENT) + 2
+}
+
+/// The loom stand-in for `crossbeam_skiplist::SkipSet<T>` (0.1.3), modelling every weakness of
+/// it that our code can observe, step by step as `src/base.rs` does it:
+///
+/// - a lookup is one `Relaxed` load of the value's entry (the skip list's `load_consume` is at
+///   least that): no happens-before edge unless the caller adds a fence;
+/// - `insert` is `get_or_insert`: a lookup, then `len += 1` (optimistic, before linking), then a
+///   `SeqCst` compare-exchange that links a node (on failure, `len -= 1` if another node is there);
+/// - `insert_replacing` is `SkipSet::insert`: mark the existing node removed (`len -= 1`), *then*
+///   link a new one: two steps, with the value absent in between;
+/// - `remove` marks the node it found with a `SeqCst` compare-exchange, then `len -= 1`;
+/// - `len` is that `Relaxed` counter, read as 0 when it has wrapped below zero, as the real one;
+/// - iteration visits one value at a time in order, with a fresh lookup each: weakly consistent.
+///
+/// Which values exist (the skip list's allocated nodes) is bookkeeping behind a `std` mutex that
+/// loom cannot see; only the entries' states and `len` are loom atomics. The entries are created
+/// with the set, [`CAPACITY`] of them, and handed out to values on first use: a loom atomic
+/// created by one thread and loaded by another without a happens-before edge is a causality
+/// violation in loom, while the skip list publishes each node through the link that inserts it.
+pub struct PendingSet<T> {
+    entries: std::sync::Mutex<BTreeMap<T, usize>>,
+    pool: Vec<Entry>,
+    /// Stands for the skip list's links as a whole: every lookup starts with a `Relaxed` load of
+    /// it and giving a value its first entry is a `Relaxed` increment of it. It synchronizes
+    /// nothing; it gives loom a scheduling point, and a conflict it can see, where the real
+    /// traversal reads and writes links, so that a lookup can be scheduled before or after the
+    /// allocation of the node it looks for.
+    links: AtomicUsize,
+    len: AtomicUsize,
+}
+
+/// The most distinct values one loom [`PendingSet`] holds over its life (models use a handful).
+pub(crate) const CAPACITY: usize = 8;
 
 impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// An empty set.
     pub fn new() -> Self {
-        Self(loom::sync::Mutex::new(BTreeSet::new()))
+        Self {
+            entries: std::sync::Mutex::new(BTreeMap::new()),
+            pool: (0..CAPACITY)
+                .map(|_| Entry {
+                    state: AtomicUsize::new(0),
+                })
+                .collect(),
+            links: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+        }
     }
 
-    /// Adds `value`; a value already present stays (once).
+    /// `value`'s entry, given an absent one from the pool if it has none.
+    fn entry(&self, value: T) -> &Entry {
+        // The bookkeeping below runs with no loom operation in between, so loom sees this
+        // increment and the new entry as one step.
+        self.links.fetch_add(1, Ordering::Relaxed);
+        let mut entries = book(&self.entries);
+        let next = entries.len();
+        let index = *entries.entry(value).or_insert(next);
+        assert!(
+            index < CAPACITY,
+            "the loom PendingSet holds at most {CAPACITY} distinct values"
+        );
+        &self.pool[index]
+    }
+
+    fn lookup(&self, value: &T) -> Option<&Entry> {
+        self.links.load(Ordering::Relaxed);
+        let index = book(&self.entries).get(value).copied();
+        index.map(|index| &self.pool[index])
+    }
+
+    /// Adds `value` if it is absent (`SkipSet::get_or_insert`); an entry already present stays.
     pub fn insert(&self, value: T) {
-        self.lock().insert(value);
-    }
-
-    /// Whether `value` is in the set.
-    pub fn contains(&self, value: &T) -> bool {
-        self.lock().contains(value)
-    }
-
-    /// Removes `value`; returns `true` for exactly one of several racing removals of it.
-    pub fn remove(&self, value: &T) -> bool {
-        self.lock().remove(value)
-    }
-
-    /// The number of values.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
-
-    /// Up to `limit` of the smallest values, in order, one lock per element.
-    pub fn first(&self, limit: usize) -> Vec<T> {
-        let mut out: Vec<T> = Vec::new();
-        while out.len() < limit {
-            let next = {
-                let set = self.lock();
-                match out.last() {
-                    None => set.iter().next().cloned(),
-                    Some(last) => set.range((Excluded(last), Unbounded)).next().cloned(),
+        let entry = self.entry(value);
+        let mut seen = entry.state.load(Ordering::Relaxed);
+        if seen & PRESENT != 0 {
+            return;
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
+        loop {
+            match entry.state.compare_exchange(
+                seen,
+                linked(seen),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) if now & PRESENT != 0 => {
+                    // Another thread linked a node first: return that one.
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    return;
                 }
-            };
-            match next {
-                Some(value) => out.push(value),
-                None => break,
+                Err(now) => seen = now, // linked and removed meanwhile: link after it
             }
         }
-        out
     }
 
-    fn lock(&self) -> loom::sync::MutexGuard<'_, BTreeSet<T>> {
-        self.0.lock().expect("PendingSet lock poisoned")
+    /// `SkipSet::insert`: removes an existing entry (marks its node), *then* links a new one.
+    /// Between the two steps the value is absent. The crate does not use it; the loom models run
+    /// the semi-concurrent filter's old insert with it, to show that they catch the bug.
+    pub fn insert_replacing(&self, value: T) {
+        let entry = self.entry(value);
+        let mut seen = entry.state.load(Ordering::Relaxed);
+        let mut counted = false;
+        loop {
+            if seen & PRESENT != 0 {
+                // Replace: mark the node removed, then search again.
+                if entry
+                    .state
+                    .compare_exchange(seen, seen & !PRESENT, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                }
+                seen = entry.state.load(Ordering::Relaxed);
+                continue;
+            }
+            if !counted {
+                self.len.fetch_add(1, Ordering::Relaxed);
+                counted = true;
+            }
+            match entry.state.compare_exchange(
+                seen,
+                linked(seen),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Whether `value` is in the set: one `Relaxed` load.
+    pub fn contains(&self, value: &T) -> bool {
+        self.lookup(value)
+            .is_some_and(|entry| entry.state.load(Ordering::Relaxed) & PRESENT != 0)
+    }
+
+    /// Removes `value` if present: marks the node the lookup found, if it is still linked.
+    pub fn remove(&self, value: &T) {
+        let Some(entry) = self.lookup(value) else {
+            return;
+        };
+        let seen = entry.state.load(Ordering::Relaxed);
+        if seen & PRESENT != 0
+            && entry
+                .state
+                .compare_exchange(seen, seen & !PRESENT, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The approximate number of values (0 if the counter has wrapped below zero).
+    pub fn len(&self) -> usize {
+        let len = self.len.load(Ordering::Relaxed);
+        if len > isize::MAX as usize { 0 } else { len }
+    }
+
+    /// Whether [`len`](Self::len) is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Up to `limit` of the smallest values, in order, one lookup per value.
+    pub fn first(&self, limit: usize) -> Vec<T> {
+        let mut out: Vec<T> = Vec::new();
+        let mut last: Option<T> = None;
+        while out.len() < limit {
+            self.links.load(Ordering::Relaxed);
+            let next = {
+                let entries = book(&self.entries);
+                let mut range = match &last {
+                    None => entries.range::<T, _>(..),
+                    Some(last) => entries.range((Excluded(last), Unbounded)),
+                };
+                range.next().map(|(value, &index)| (value.clone(), index))
+            };
+            let Some((value, index)) = next else {
+                break;
+            };
+            if self.pool[index].state.load(Ordering::Relaxed) & PRESENT != 0 {
+                out.push(value.clone());
+            }
+            last = Some(value);
+        }
+        out
     }
 }
 

@@ -14,7 +14,10 @@ pub(crate) fn spin_hint() {
 /// An atomically replaceable `Arc<T>`: readers never block and always see one whole value.
 ///
 /// A newtype over [`arc_swap::ArcSwap`] that exposes only what the crate uses, so that the loom
-/// build can give the same names another implementation.
+/// build can give the same names another implementation. What the crate relies on is what
+/// arc-swap documents (1.9.3, `src/docs/mod.rs`, "Atomic orderings", and `src/docs/internal.rs`):
+/// each operation is atomic (linearizable), stores publish with Release and loads read with
+/// Acquire, so a load sees every store that happens before it, or a later one.
 pub(crate) struct ArcCell<T>(arc_swap::ArcSwap<T>);
 
 impl<T> ArcCell<T> {
@@ -60,7 +63,23 @@ impl<T: fmt::Debug> fmt::Debug for ArcCell<T> {
 
 /// A concurrent ordered set: lock-free insert, remove and lookup; weakly consistent iteration.
 ///
-/// A newtype over [`crossbeam_skiplist::SkipSet`].
+/// A newtype over [`crossbeam_skiplist::SkipSet`] that exposes only what the crate uses, each
+/// with the guarantee the skip list really gives (crossbeam-skiplist 0.1.3, `src/base.rs`), not
+/// a stronger one:
+///
+/// - [`insert`](Self::insert) is `SkipSet::get_or_insert`, **not** `SkipSet::insert`: the latter
+///   *replaces* an existing entry by marking its node removed and then linking a new one
+///   (`SkipList::insert_internal` with `replace = true`), and between the two steps the value
+///   is in neither node. A concurrent `contains` sees it absent. `get_or_insert` leaves an
+///   existing entry in place.
+/// - [`remove`](Self::remove) returns nothing: `SkipList::remove` returns `Some` to every caller
+///   that found the node, even one whose `mark_tower` lost to another remover.
+/// - `len` is a `Relaxed` counter incremented before a node is linked and decremented after it
+///   is marked: approximate while other threads write.
+/// - Lookups read the links with `load_consume` (Acquire, or Relaxed plus a dependency on weak
+///   hardware); removal marks the node with a `SeqCst` `fetch_or`. A caller that must order
+///   other memory after a lookup that missed (the semi-concurrent filter does) issues an
+///   Acquire fence.
 pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipSet<T>);
 
 impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
@@ -69,9 +88,10 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         Self(crossbeam_skiplist::SkipSet::new())
     }
 
-    /// Adds `value`; a value already present stays (once).
+    /// Adds `value` if it is absent; an entry already present stays in place, so a concurrent
+    /// [`contains`](Self::contains) never sees the value disappear because of an insert.
     pub(crate) fn insert(&self, value: T) {
-        self.0.insert(value);
+        self.0.get_or_insert(value);
     }
 
     /// Whether `value` is in the set.
@@ -79,17 +99,17 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         self.0.contains(value)
     }
 
-    /// Removes `value`; returns `true` for exactly one of several racing removals of it.
-    pub(crate) fn remove(&self, value: &T) -> bool {
-        self.0.remove(value).is_some()
+    /// Removes `value` if present.
+    pub(crate) fn remove(&self, value: &T) {
+        self.0.remove(value);
     }
 
-    /// The number of values; may be stale by the time it returns when other threads write.
+    /// The number of values; approximate while other threads write (see the type docs).
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    /// Whether the set is empty (as [`len`](Self::len), may be stale).
+    /// Whether the set is empty (as [`len`](Self::len), approximate).
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -46,8 +46,8 @@ fn pending_set_insert_remove_first() {
     assert!(set.contains(&3));
     assert_eq!(set.first(2), vec![1, 3]);
     assert_eq!(set.first(10), vec![1, 3, 5]);
-    assert!(set.remove(&3));
-    assert!(!set.remove(&3));
+    set.remove(&3);
+    set.remove(&3); // absent: nothing happens
     assert!(!set.contains(&3));
     assert_eq!(set.first(10), vec![1, 5]);
 }
@@ -67,4 +67,31 @@ fn pending_set_concurrent_inserts_are_all_kept() {
     });
     assert_eq!(set.len(), 20_000);
     assert_eq!(set.first(usize::MAX), (0..20_000).collect::<Vec<u64>>());
+}
+
+/// The facade's `insert` of a value already present must leave it in place: with
+/// `SkipSet::insert` (remove, then link a new node) a concurrent `contains` sees it vanish.
+#[test]
+fn pending_set_insert_of_a_present_value_never_hides_it() {
+    let set = PendingSet::new();
+    set.insert(7u64);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let misses = std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..200_000 {
+                set.insert(7);
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        });
+        let reader = s.spawn(|| {
+            let mut misses = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                misses += u64::from(!set.contains(&7));
+            }
+            misses
+        });
+        reader.join().unwrap()
+    });
+    assert_eq!(misses, 0, "a re-insert hid a present value {misses} times");
+    assert_eq!(set.len(), 1);
 }

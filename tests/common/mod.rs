@@ -1,4 +1,8 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests. Each test file uses a part of them.
+#![allow(dead_code)]
+
+use seen::DedupFilter;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A fixed-seed stream of distinct-looking 64-bit keys (splitmix64), so runs are reproducible.
 pub(crate) fn keys(seed: u64, n: usize) -> Vec<u64> {
@@ -12,4 +16,62 @@ pub(crate) fn keys(seed: u64, n: usize) -> Vec<u64> {
             z ^ (z >> 31)
         })
         .collect()
+}
+
+/// What two threads saw when they inserted the same keys, in the same order, into one filter.
+#[derive(Debug, Default)]
+pub(crate) struct SameKeyRace {
+    /// `contains(k)` was `false` right after the same thread's `insert(k)` returned.
+    pub(crate) false_negatives: usize,
+    /// A second `insert(k)` on the same thread, right after the first, said "new".
+    pub(crate) new_again: usize,
+    /// Keys that neither thread was told were new.
+    pub(crate) neither_new: usize,
+    /// Keys that both threads were told were new.
+    pub(crate) both_new: usize,
+}
+
+/// Two threads insert the same `keys` at once, in the same order; after each `insert(k)` the
+/// same thread checks `contains(k)` and inserts `k` a second time (both must say "seen": the
+/// insert happened before them, on this thread). A third thread, when `maintain` is given,
+/// calls it in a loop until the writers are done (compactions and snapshots racing the writes).
+pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
+    filter: &F,
+    keys: &[u64],
+    maintain: Option<&(dyn Fn() + Sync)>,
+) -> SameKeyRace {
+    let writers_done = AtomicUsize::new(0);
+    let run = || {
+        let mut new = Vec::with_capacity(keys.len());
+        let (mut false_negatives, mut new_again) = (0, 0);
+        for k in keys {
+            new.push(filter.insert(k));
+            false_negatives += usize::from(!filter.contains(k));
+            new_again += usize::from(filter.insert(k));
+        }
+        writers_done.fetch_add(1, Ordering::Release);
+        (new, false_negatives, new_again)
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(run);
+        let b = s.spawn(run);
+        if let Some(maintain) = maintain {
+            s.spawn(|| {
+                while writers_done.load(Ordering::Acquire) < 2 {
+                    maintain();
+                }
+            });
+        }
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut race = SameKeyRace {
+        false_negatives: a.1 + b.1,
+        new_again: a.2 + b.2,
+        ..SameKeyRace::default()
+    };
+    for (x, y) in a.0.iter().zip(&b.0) {
+        race.neither_new += usize::from(!x && !y);
+        race.both_new += usize::from(*x && *y);
+    }
+    race
 }

@@ -28,6 +28,16 @@ pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<
     Ok(v.into_boxed_slice())
 }
 
+/// Whether the allocator would grant `bytes` in one piece: reserves them (without touching
+/// them) and frees them at once. [`Error::AllocationFailed`] if not.
+pub(crate) fn probe_allocation(bytes: usize) -> Result<(), Error> {
+    Vec::<u8>::new()
+        .try_reserve_exact(bytes)
+        .map_err(|_| Error::AllocationFailed {
+            bytes: bytes as u64,
+        })
+}
+
 /// A fixed-size array of atomic bits, allocated in whole cache lines.
 pub(crate) struct AtomicBits {
     lines: Box<[Line]>,

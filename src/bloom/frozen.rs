@@ -6,7 +6,8 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Layout, Params, line_masks, word_mask};
-use crate::bits::LINE_WORDS;
+use crate::Error;
+use crate::bits::{LINE_WORDS, probe_allocation, try_boxed_slice};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Arc;
 
@@ -44,29 +45,40 @@ pub struct FrozenBloomFilter<H = StableHasher> {
 
 impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     /// An empty filter; `segment_words` is a positive multiple of a cache line's 8 words.
+    ///
+    /// Allocates every segment now, fallibly: [`Error::AllocationFailed`] instead of an abort.
     pub(crate) fn empty(
         params: Params,
         capacity: u64,
         fpr: f64,
         segment_words: usize,
         hasher: H,
-    ) -> Self {
+    ) -> Result<Self, Error> {
         debug_assert!(segment_words > 0 && segment_words % LINE_WORDS == 0);
         let words = params.lines() * LINE_WORDS;
-        let segments = (0..words.div_ceil(segment_words))
-            .map(|s| {
-                let len = segment_words.min(words - s * segment_words);
-                Arc::new(Segment(vec![0u64; len].into_boxed_slice()))
-            })
-            .collect();
-        Self {
+        // The segments are many small allocations, each of which an overcommitting allocator
+        // grants until memory really runs out; asking once for the whole size first turns an
+        // absurd size into an error instead of an out-of-memory kill halfway through.
+        probe_allocation(words.saturating_mul(8))?;
+        let count = words.div_ceil(segment_words);
+        let mut segments = Vec::new();
+        segments
+            .try_reserve_exact(count)
+            .map_err(|_| Error::AllocationFailed {
+                bytes: (count as u64).saturating_mul(8),
+            })?;
+        for s in 0..count {
+            let len = segment_words.min(words - s * segment_words);
+            segments.push(Arc::new(Segment(try_boxed_slice(len, || 0u64)?)));
+        }
+        Ok(Self {
             params,
             capacity,
             fpr,
             segment_words,
-            segments,
+            segments: segments.into_boxed_slice(),
             hasher,
-        }
+        })
     }
 
     /// The first word of the block `hash` selects, and the masks of its words.

@@ -301,7 +301,9 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilterBuilder<H> {
     ///
     /// [`Error::MissingParameter`] without a capacity, [`Error::InvalidParameter`] for
     /// `insertions_before_compact == 0` or a zero segment size, and the errors of
-    /// [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity).
+    /// [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity): an
+    /// absurd capacity is [`Error::TooLarge`] or [`Error::AllocationFailed`], never an abort.
+    /// All the bits are allocated here; a compaction later copies only the segments it touches.
     pub fn build(self) -> Result<SemiConcurrentBloomFilter<H>, Error> {
         let capacity = self.capacity.ok_or(Error::MissingParameter("capacity"))?;
         if self.insertions_before_compact == 0 {
@@ -320,7 +322,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilterBuilder<H> {
             self.fpr,
             segment_words,
             self.hasher.clone(),
-        );
+        )?;
         Ok(SemiConcurrentBloomFilter {
             current: ArcCell::new(Arc::new(empty)),
             pending: PendingSet::new(),

@@ -1,0 +1,104 @@
+//! Every public constructor turns an absurd size into `Err(AllocationFailed | TooLarge)`, never
+//! an abort. The checks run in a child process under an address-space cap (`ulimit -v`), so
+//! that an allocation that is wrongly granted cannot take the machine down, and so that the
+//! result does not depend on how much memory this machine has.
+#![cfg(all(unix, not(loom)))]
+
+use std::process::Command;
+
+use seen::{
+    AtomicBloomFilter, Error, ExactOverwriteMap, Layout, OverwriteMap, SemiConcurrentBloomFilter,
+};
+
+/// The cap for the child process: 2 GiB of address space.
+const CAP_KIB: u64 = 2 << 20;
+const CHILD: &str = "SEEN_TEST_UNDER_ULIMIT";
+
+fn refused<T>(what: &str, result: Result<T, Error>) {
+    match result {
+        Err(Error::AllocationFailed { bytes }) => assert!(bytes > 0, "{what}"),
+        Err(Error::TooLarge { .. }) => {}
+        Err(other) => panic!("{what}: unexpected error {other:?}"),
+        Ok(_) => panic!("{what}: an absurd size was allocated"),
+    }
+}
+
+#[test]
+fn absurd_sizes_are_errors_for_every_constructor() {
+    if std::env::var_os(CHILD).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {CAP_KIB} && exec \"$0\" --exact absurd_sizes_are_errors_for_every_constructor --test-threads 1 --nocapture"
+            ))
+            .arg(exe)
+            .env(CHILD, "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "the capped child failed: {status}");
+        return;
+    }
+    // 10 GB and more: past the cap (AllocationFailed); u64::MAX items: past the address space
+    // (TooLarge).
+    for capacity in [10_000_000_000u64, 1_000_000_000_000, u64::MAX] {
+        refused(
+            "with_capacity",
+            AtomicBloomFilter::with_capacity(capacity, 0.01),
+        );
+        for layout in [Layout::Word, Layout::Line] {
+            refused(
+                "AtomicBloomFilter builder",
+                AtomicBloomFilter::builder()
+                    .capacity(capacity)
+                    .fpr(0.01)
+                    .layout(layout)
+                    .build(),
+            );
+            refused(
+                "SemiConcurrentBloomFilter builder",
+                SemiConcurrentBloomFilter::builder()
+                    .capacity(capacity)
+                    .fpr(0.01)
+                    .layout(layout)
+                    .build(),
+            );
+        }
+    }
+    for buckets in [2_000_000_000u64, 1 << 40, u64::MAX] {
+        refused(
+            "OverwriteMap::with_buckets",
+            OverwriteMap::with_buckets(buckets),
+        );
+        refused(
+            "OverwriteMap::with_buckets_and_hasher",
+            OverwriteMap::with_buckets_and_hasher(buckets, std::hash::RandomState::new()),
+        );
+        refused(
+            "ExactOverwriteMap::with_buckets",
+            ExactOverwriteMap::with_buckets(buckets),
+        );
+        refused(
+            "ExactOverwriteMap::with_buckets_and_hasher",
+            ExactOverwriteMap::with_buckets_and_hasher(buckets, std::hash::RandomState::new()),
+        );
+    }
+    // Remembering across 10^12 insertions with p = 0.9 takes ~9.5e12 buckets.
+    refused(
+        "OverwriteMap::for_window",
+        OverwriteMap::for_window(1_000_000_000_000, 0.9),
+    );
+    refused(
+        "ExactOverwriteMap::for_window",
+        ExactOverwriteMap::for_window(1_000_000_000_000, 0.9),
+    );
+    // And a size that fits the cap is still granted: the cap is not what makes these fail.
+    assert!(AtomicBloomFilter::with_capacity(1_000_000, 0.01).is_ok());
+    assert!(
+        SemiConcurrentBloomFilter::builder()
+            .capacity(1_000_000)
+            .build()
+            .is_ok()
+    );
+    assert!(OverwriteMap::with_buckets(1_000_000).is_ok());
+}

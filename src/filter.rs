@@ -15,14 +15,44 @@
 /// - A Bloom filter never forgets, but may call a new item "seen": use it where dropping a rare
 ///   new item is acceptable and letting a duplicate through is not (crawlers, notification
 ///   senders with a tolerance for a missed notification...).
-/// - An `OverwriteMap` never calls a new item "seen" (up to a documented 128-bit hash collision
-///   probability in fingerprint mode, never in exact mode), but forgets old items: use it where
-///   a new item must never be dropped (an at-least-once queue consumer).
+/// - An `OverwriteMap` never calls a new item "seen" (up to a 2^-64 fingerprint collision per
+///   lookup, never in [`ExactOverwriteMap`](crate::ExactOverwriteMap)), but forgets old items: use
+///   it where a new item must never be dropped (an at-least-once queue consumer).
+///
+/// # Which items are "the same"
+///
+/// The Bloom filters and [`OverwriteMap`](crate::OverwriteMap) hash an item through its
+/// [`Hash`](core::hash::Hash)
+/// impl, so its **type** is part of it: `"msg"` (a `str` writes its bytes and a `0xff`
+/// terminator) and `b"msg"` (a byte slice writes its length, then its bytes) are two different
+/// items, as are `1u32` and `1u64`. [`ExactOverwriteMap`](crate::ExactOverwriteMap) stores keys
+/// as bytes (`AsRef<[u8]>`), so there `"msg"`, `b"msg"` and `String::from("msg")` are one key.
+/// Pick one key type per structure (or hash the bytes yourself with
+/// [`ItemHasher::hash_bytes`](crate::hash::ItemHasher::hash_bytes) and use `insert_hash`):
+///
+/// ```
+/// use seen::{AtomicBloomFilter, ExactOverwriteMap, OverwriteMap};
+/// let bloom = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+/// bloom.insert("msg");
+/// assert!(bloom.contains("msg") && bloom.contains(&String::from("msg")));
+/// assert!(!bloom.contains(&b"msg"[..])); // another type, another item (unless a false positive)
+/// let map = OverwriteMap::with_buckets(1000)?;
+/// map.insert("msg");
+/// assert!(!map.contains(&b"msg"[..]));
+/// let exact = ExactOverwriteMap::with_buckets(1000)?;
+/// exact.insert("msg");
+/// assert!(exact.contains(b"msg")); // bytes: the same key
+/// # Ok::<(), seen::Error>(())
+/// ```
 ///
 /// The concurrency contract each implementation states and checks with loom:
 ///
 /// - Bloom filters have no false negatives under any interleaving: once `insert(x)` has returned,
-///   every `contains(x)` that starts afterwards, on any thread, returns `true`.
+///   every `contains(x)` that *happens after* it returns `true`: later on the same thread, or on
+///   another thread after a synchronization with the inserting one (a join, a channel, a mutex, a
+///   Release store read by an Acquire load). A `contains` on another thread that merely runs
+///   later by the clock, with no such edge, may still miss an item just inserted, because the
+///   filters use `Relaxed` atomics and do not synchronize memory themselves.
 /// - When several threads `insert` the same new item at once, at least one of them gets `true`;
 ///   where an implementation makes insert a single atomic read-modify-write, exactly one does.
 pub trait DedupFilter<T: ?Sized> {

@@ -293,6 +293,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// unset with probability `exp(-λ (1 - (1 - 1/B)^k))`, so
     /// `n = -blocks · ln(1 - X/m) / (1 - (1 - 1/B)^k)`. Reads every word: O(m).
     ///
+    /// **Saturation:** when every bit is set the formula has no finite answer, and this returns
+    /// `u64::MAX` as a sentinel meaning "saturated: the count is unknown, and every lookup is a
+    /// false positive". Long before that the estimate loses precision: past a few times the
+    /// capacity, compare [`estimated_fpr`](Self::estimated_fpr) with your target instead.
+    ///
     /// # Examples
     ///
     /// ```
@@ -300,6 +305,12 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// filter.insert_all(&(0..50_000u64).collect::<Vec<_>>());
     /// let n = filter.estimated_len();
     /// assert!((49_000..51_000).contains(&n), "{n}");
+    ///
+    /// // A tiny filter filled far past its capacity saturates: the sentinel.
+    /// let tiny = seen::AtomicBloomFilter::with_capacity(1, 0.1)?;
+    /// tiny.insert_all(&(0..100_000u64).collect::<Vec<_>>());
+    /// assert_eq!(tiny.estimated_len(), u64::MAX);
+    /// assert_eq!(tiny.estimated_fpr(), 1.0);
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn estimated_len(&self) -> u64 {

@@ -4,11 +4,15 @@
 //! Everything else in the crate imports its atomics, `Arc`, [`spin_hint`], [`ArcCell`] and
 //! [`PendingSet`] from here. A normal build gets `std_impl.rs`: the standard library's atomics,
 //! `arc_swap::ArcSwap` and `crossbeam_skiplist::SkipSet`. A build with `RUSTFLAGS="--cfg loom"`
-//! gets `loom_impl.rs`: loom's atomics, and two wrappers that keep the same contract on loom's
-//! primitives, because neither arc-swap nor the skip list can run inside `loom::model`.
+//! gets `loom_impl.rs`: loom's atomics, and two stand-ins built on loom's primitives, because
+//! neither arc-swap nor the skip list can run inside `loom::model`.
 //!
-//! What the loom build proves is therefore "our protocol is correct *provided* `ArcSwap` and
-//! `SkipSet` are linearizable", which their own test suites check (see `docs/concurrency.md`).
+//! The stand-ins model, step by step and with the same or weaker orderings, what the real
+//! components do as far as our code can observe (the skip list's replacing insert in two steps,
+//! its consume-ordered lookups, its approximate `len`; arc-swap's Acquire loads). What the loom
+//! build proves is "our protocol is correct provided `ArcSwap` and `SkipSet` behave no better
+//! than these stand-ins": the table in `docs/concurrency.md` cites, for each, the source it was
+//! read from.
 //!
 //! The choice is made on `cfg(loom)` alone, not `all(test, loom)`: the loom tests are integration
 //! tests (`loom-tests/`), so the library they link is built without `cfg(test)`.

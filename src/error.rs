@@ -2,6 +2,8 @@
 
 use core::fmt;
 
+use crate::Layout;
+
 /// Why a constructor or a sizing function refused its input.
 ///
 /// Every fallible public function of the crate returns this. It is `#[non_exhaustive]`: new
@@ -25,6 +27,21 @@ pub enum Error {
     AllocationFailed {
         /// The size of the failed allocation.
         bytes: u64,
+    },
+    /// A false-positive rate below what a Bloom filter layout reaches economically: below
+    /// `min_fpr` the layout would need more than 4 times the bits per item of a classic Bloom
+    /// filter (`docs/sizing.md`, "Limits"). The limits lie far above the rates that the 128-bit
+    /// hash cannot deliver (about `2^-64` per item in the query's block), so this also refuses
+    /// those.
+    FprBelowLayoutLimit {
+        /// The layout asked for.
+        layout: Layout,
+        /// The rate asked for.
+        fpr: f64,
+        /// The smallest rate this layout accepts.
+        min_fpr: f64,
+        /// A layout that accepts `fpr`, if one does.
+        use_layout: Option<Layout>,
     },
     /// The requested structure is larger than a `u64` can count or this machine can address.
     TooLarge {
@@ -53,6 +70,23 @@ impl fmt::Display for Error {
             Self::InvalidParameter(what) => write!(f, "invalid parameter: {what}"),
             Self::AllocationFailed { bytes } => {
                 write!(f, "could not allocate {bytes} bytes")
+            }
+            Self::FprBelowLayoutLimit {
+                layout,
+                fpr,
+                min_fpr,
+                use_layout,
+            } => {
+                write!(
+                    f,
+                    "false-positive rate {fpr:e} is below the {layout:?} layout's limit of \
+                     {min_fpr:e} (below it the layout needs more than 4 times the memory of a \
+                     classic Bloom filter)"
+                )?;
+                match use_layout {
+                    Some(other) => write!(f, "; the {other:?} layout reaches it"),
+                    None => f.write_str("; no layout of this crate reaches it"),
+                }
             }
             Self::TooLarge {
                 what,

@@ -19,6 +19,10 @@ use core::f64::consts::LN_2;
 
 use crate::Error;
 
+mod blocked;
+
+pub use blocked::{BlockedSizing, blocked};
+
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a
 /// target false-positive rate.
 ///
@@ -78,7 +82,9 @@ impl BloomSizing {
     /// [`fpr_at(capacity)`](Self::fpr_at) is at most `fpr`. About 0.08% more bits than `optimal`
     /// at p = 1%, 1% more at p = 10%.
     ///
-    /// Solving `(1 - e^{-kn/m})^k = p` for `m` gives `m = -k n / ln(1 - p^{1/k})`.
+    /// Solving `(1 - e^{-kn/m})^k = p` for `m` gives `m = -k n / ln(1 - p^{1/k})`; a bounded
+    /// search from there (as in [`overwrite_buckets`], at most 130 evaluations) returns the `m`
+    /// at which `fpr_at` itself turns to at most `p`, never below the classic `m`.
     ///
     /// # Errors
     ///
@@ -94,23 +100,7 @@ impl BloomSizing {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn guaranteed(capacity: u64, fpr: f64) -> Result<Self, Error> {
-        let classic = Self::optimal(capacity, fpr)?;
-        let k = f64::from(classic.hashes);
-        // The fraction of bits left unset at capacity, e^{-kn/m} = 1 - p^{1/k}, computed without
-        // cancellation as -expm1(ln(p) / k).
-        let unset = -(fpr.ln() / k).exp_m1();
-        let mut bits = checked_bits(-k * capacity as f64 / unset.ln())?;
-        bits = bits.max(classic.bits);
-        let mut sizing = Self { bits, ..classic };
-        // Floating-point rounding may leave the rate a hair above p: step up until it is not,
-        // doubling the step so that the loop ends quickly even where one bit is below f64's
-        // resolution.
-        let mut step = 1u64;
-        while sizing.fpr_at(capacity) > fpr {
-            sizing.bits = checked_bits(sizing.bits as f64 + step as f64)?;
-            step = step.saturating_mul(2);
-        }
-        Ok(sizing)
+        guaranteed_counted(capacity, fpr).0
     }
 
     /// The size in bytes, `ceil(bits / 8)`.
@@ -126,6 +116,10 @@ impl BloomSizing {
     /// The expected false-positive rate after `items` distinct insertions,
     /// `(1 - e^{-k·items/m})^k`, also past capacity (the "overfull" case).
     ///
+    /// Defined for every value of the public fields, so that a hand-built `BloomSizing` cannot
+    /// produce a NaN: an empty filter (`items == 0`) has rate 0 unless `hashes == 0`; a filter with
+    /// no hashes (every query tests no bit) or no bits has rate 1.
+    ///
     /// # Examples
     ///
     /// ```
@@ -135,15 +129,53 @@ impl BloomSizing {
     /// // Twice as many items as planned: about 16%, not 2%.
     /// assert!(s.fpr_at(20_000_000) > 0.15);
     /// assert_eq!(s.fpr_at(0), 0.0);
+    /// assert_eq!(BloomSizing { bits: 0, ..s }.fpr_at(1), 1.0);
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn fpr_at(&self, items: u64) -> f64 {
+        if self.hashes == 0 {
+            return 1.0;
+        }
+        if items == 0 {
+            return 0.0;
+        }
+        if self.bits == 0 {
+            return 1.0;
+        }
         let k = f64::from(self.hashes);
         let x = k * items as f64 / self.bits as f64;
         // Fraction of bits set: 1 - e^{-x}, computed as -expm1(-x) to keep digits when x is small.
         let filled = -(-x).exp_m1();
-        filled.powi(self.hashes as i32)
+        // `hashes` is at most u32::MAX; powi takes an i32, and past 2^31 factors of a number
+        // below 1 the result is 0 either way.
+        filled.powi(i32::try_from(self.hashes).unwrap_or(i32::MAX))
     }
+}
+
+/// [`BloomSizing::guaranteed`], and how many times the search evaluated the rate.
+pub(crate) fn guaranteed_counted(capacity: u64, fpr: f64) -> (Result<BloomSizing, Error>, u32) {
+    let classic = match BloomSizing::optimal(capacity, fpr) {
+        Ok(classic) => classic,
+        Err(e) => return (Err(e), 0),
+    };
+    let k = f64::from(classic.hashes);
+    // The fraction of bits left unset at capacity, e^{-kn/m} = 1 - p^{1/k}, computed without
+    // cancellation as -expm1(ln(p) / k).
+    let unset = -(fpr.ln() / k).exp_m1();
+    let estimate = -k * capacity as f64 / unset.ln();
+    // The closed form is only a starting point: the answer is where `fpr_at` itself meets `p`,
+    // found by a bounded search (the rounding of the closed form can be off by many bits when
+    // the count is past 2^53, where neighbouring counts are the same f64).
+    let meets = |bits: u64| BloomSizing { bits, ..classic }.fpr_at(capacity) <= fpr;
+    let (found, steps) = turning_point(classic.bits, max_bits(), estimate.ceil() as u64, meets);
+    let result = found
+        .map(|bits| BloomSizing { bits, ..classic })
+        .ok_or(Error::TooLarge {
+            what: "bits",
+            requested: estimate,
+            limit: max_bits(),
+        });
+    (result, steps)
 }
 
 /// The source's rule of thumb for an overfull filter: with `t` times the planned items, the
@@ -153,14 +185,30 @@ impl BloomSizing {
 /// optimal `k`. With the rounded-up `k` it underestimates: at p = 1% (k = 7) and t = 2 it gives
 /// 13.3%, where [`BloomSizing::fpr_at`] gives 15.7%.
 ///
+/// # Errors
+///
+/// [`Error::InvalidParameter`] for `hashes == 0` and for a `load` that is negative, infinite or
+/// NaN.
+///
 /// # Examples
 ///
 /// ```
-/// let p = seen::sizing::overfull_fpr_estimate(7, 2.0);
+/// let p = seen::sizing::overfull_fpr_estimate(7, 2.0)?;
 /// assert_eq!(format!("{:.0}%", p * 100.0), "13%");
+/// assert!(seen::sizing::overfull_fpr_estimate(7, -1.0).is_err());
+/// # Ok::<(), seen::Error>(())
 /// ```
-pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> f64 {
-    (1.0 - 0.5f64.powf(load)).powi(hashes as i32)
+pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> Result<f64, Error> {
+    if hashes == 0 {
+        return Err(Error::InvalidParameter("hashes must be at least 1"));
+    }
+    if !(load.is_finite() && load >= 0.0) {
+        return Err(Error::InvalidParameter(
+            "load (items over capacity) must be finite and at least 0",
+        ));
+    }
+    let filled = -(-load * core::f64::consts::LN_2).exp_m1(); // 1 - 0.5^t, exact near t = 0
+    Ok(filled.powi(i32::try_from(hashes).unwrap_or(i32::MAX)))
 }
 
 /// The number of buckets an overwrite map needs to still remember an item, with probability at
@@ -168,7 +216,12 @@ pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> f64 {
 ///
 /// Each later insertion overwrites the item's bucket with probability `1/N`, so the item survives
 /// `x` of them with probability `(1 - 1/N)^x`. This returns the least `N` with
-/// `(1 - 1/N)^x >= r`, that is `N = ceil(1 / (1 - r^{1/x}))`, computed with `ln`/`exp_m1`.
+/// `(1 - 1/N)^x >= r` as [`overwrite_remember_probability`] computes it: the closed form
+/// `N = ceil(1 / (1 - r^{1/x}))` (with `ln`/`exp_m1`) is the starting point of a bounded search
+/// (at most 130 evaluations, microseconds for every input), which returns an `N` with
+/// `remember(N, x) >= r` and, unless `N = 1`, `remember(N - 1, x) < r`. That `N` is the least
+/// one wherever `remember` is monotone in `N`, as it is mathematically; see `docs/sizing.md` for
+/// what happens where floating point cannot tell neighbouring counts apart.
 ///
 /// Mind the direction: to *remember* an hour-old item (x = 3,600,000) with probability 0.9 takes
 /// 34,168,399 buckets; the 1,563,461 of the source remember it only 10% of the time.
@@ -186,31 +239,34 @@ pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> f64 {
 /// assert_eq!(overwrite_buckets(3_600_000, 0.1)?, 1_563_461);
 /// assert_eq!(overwrite_buckets(0, 0.5)?, 1); // nothing inserted after it: one bucket suffices
 /// assert!(overwrite_buckets(10, 1.0).is_err());
+/// // Probabilities next to 1 answer at once too (about 10^12 buckets here).
+/// assert!(overwrite_buckets(1, 1.0 - 1e-12)? > 999_000_000_000);
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub fn overwrite_buckets(later_insertions: u64, remember_probability: f64) -> Result<u64, Error> {
-    check_probability(remember_probability)?;
+    overwrite_buckets_counted(later_insertions, remember_probability).0
+}
+
+/// [`overwrite_buckets`], and how many times the search evaluated `remember`.
+fn overwrite_buckets_counted(
+    later_insertions: u64,
+    remember_probability: f64,
+) -> (Result<u64, Error>, u32) {
+    if let Err(e) = check_probability(remember_probability) {
+        return (Err(e), 0);
+    }
     let x = later_insertions as f64;
-    // 1/N = 1 - r^{1/x} = -expm1(ln(r) / x); x = 0 gives ln(r)/0 = -inf and N = 1.
+    // 1/N = 1 - r^{1/x} = -expm1(ln(r) / x); x = 0 gives ln(r)/0 = -inf and N = 1. Where the
+    // quotient underflows the estimate is +inf, and the cast below saturates to u64::MAX.
     let estimate = 1.0 / -(remember_probability.ln() / x).exp_m1();
-    let limit = u64::MAX;
-    if estimate.is_nan() || estimate >= limit as f64 {
-        return Err(Error::TooLarge {
-            what: "buckets",
-            requested: estimate,
-            limit,
-        });
-    }
-    let mut n = (estimate.ceil() as u64).max(1);
-    // Make the answer exact with respect to `overwrite_remember_probability`, whatever the
-    // rounding of the closed form: the least n that remembers with probability >= r.
-    while remember(n, later_insertions) < remember_probability && n < u64::MAX {
-        n += 1;
-    }
-    while n > 1 && remember(n - 1, later_insertions) >= remember_probability {
-        n -= 1;
-    }
-    Ok(n)
+    let remembers = |n: u64| remember(n, later_insertions) >= remember_probability;
+    let (found, steps) = turning_point(1, u64::MAX, estimate.ceil() as u64, remembers);
+    let result = found.ok_or(Error::TooLarge {
+        what: "buckets",
+        requested: estimate,
+        limit: u64::MAX,
+    });
+    (result, steps)
 }
 
 /// The probability that an overwrite map with `buckets` buckets still remembers an item after
@@ -239,10 +295,14 @@ pub fn overwrite_remember_probability(buckets: u64, later_insertions: u64) -> Re
 /// The longest window an overwrite map remembers: the largest number of later insertions `x`
 /// after which an item is still remembered with probability at least `remember_probability`.
 ///
+/// As for [`overwrite_buckets`], a closed form `x = ln(r) / ln_1p(-1/N)` starts a bounded search
+/// (at most 130 evaluations) that returns an `x` with `remember(N, x) >= r > remember(N, x + 1)`.
+///
 /// # Errors
 ///
 /// [`Error::ZeroBuckets`], [`Error::InvalidProbability`], and [`Error::TooLarge`] when the window
-/// does not fit a `u64`.
+/// does not fit a `u64` (when even `u64::MAX` later insertions leave the item remembered with
+/// probability at least `r`).
 ///
 /// # Examples
 ///
@@ -254,28 +314,33 @@ pub fn overwrite_remember_probability(buckets: u64, later_insertions: u64) -> Re
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub fn overwrite_window(buckets: u64, remember_probability: f64) -> Result<u64, Error> {
+    overwrite_window_counted(buckets, remember_probability).0
+}
+
+/// [`overwrite_window`], and how many times the search evaluated `remember`.
+fn overwrite_window_counted(buckets: u64, remember_probability: f64) -> (Result<u64, Error>, u32) {
     if buckets == 0 {
-        return Err(Error::ZeroBuckets);
+        return (Err(Error::ZeroBuckets), 0);
     }
-    check_probability(remember_probability)?;
+    if let Err(e) = check_probability(remember_probability) {
+        return (Err(e), 0);
+    }
     // x = ln(r) / ln(1 - 1/N); one bucket gives ln(0) = -inf and x = 0.
     let estimate = remember_probability.ln() / (-1.0 / buckets as f64).ln_1p();
-    let limit = u64::MAX - 1;
-    if estimate.is_nan() || estimate >= limit as f64 {
-        return Err(Error::TooLarge {
+    // Search for the first x that is *not* remembered; the window ends just before it. x = 0 is
+    // always remembered (remember(N, 0) = 1 > r), so that first x is at least 1.
+    let forgets = |x: u64| remember(buckets, x) < remember_probability;
+    let guess = (estimate.floor() as u64).saturating_add(1);
+    let (found, steps) = turning_point(0, u64::MAX, guess, forgets);
+    let result = match found {
+        Some(first_forgotten) if first_forgotten > 0 => Ok(first_forgotten - 1),
+        _ => Err(Error::TooLarge {
             what: "insertions",
             requested: estimate,
-            limit,
-        });
-    }
-    let mut x = estimate.floor() as u64;
-    while x > 0 && remember(buckets, x) < remember_probability {
-        x -= 1;
-    }
-    while remember(buckets, x + 1) >= remember_probability {
-        x += 1;
-    }
-    Ok(x)
+            limit: u64::MAX - 1,
+        }),
+    };
+    (result, steps)
 }
 
 /// `(1 - 1/n)^x` for `n >= 1`.
@@ -284,6 +349,82 @@ fn remember(buckets: u64, later_insertions: u64) -> f64 {
         return 1.0; // and not 0 · ln(0) = NaN for one bucket
     }
     (later_insertions as f64 * (-1.0 / buckets as f64).ln_1p()).exp()
+}
+
+/// The most evaluations [`turning_point`] makes: one at the guess, at most 65 while galloping
+/// (the step doubles from 1 until it spans the 2^64 integers) and 64 while bisecting.
+pub(crate) const MAX_SEARCH_STEPS: u32 = 130;
+
+/// Where `holds` turns true in `lo..=hi`, searched from a `guess` in a bounded number of steps.
+///
+/// Gallops from `guess` (steps 1, 2, 4, ... away from it) until a point where `holds` is false
+/// and one where it is true bracket the change, then bisects. Returns, with the number of
+/// evaluations of `holds` (at most [`MAX_SEARCH_STEPS`]):
+///
+/// - `Some(n)` with `holds(n)` and either `n == lo` or `!holds(n - 1)`;
+/// - `None` if `holds(hi)` is false (the search reached `hi`).
+///
+/// If `holds` is monotone (false up to some point, true from there on), `n` is the least point
+/// where it holds, whatever the guess. If it is not (a computed probability can move by an ulp
+/// the wrong way across a run of equal inputs), `n` is still a point where it turns from false
+/// to true: the one this deterministic search reaches.
+fn turning_point(
+    lo: u64,
+    hi: u64,
+    guess: u64,
+    mut holds: impl FnMut(u64) -> bool,
+) -> (Option<u64>, u32) {
+    debug_assert!(lo <= hi);
+    let mut steps = 0u32;
+    let mut eval = |n: u64| {
+        steps += 1;
+        holds(n)
+    };
+    let start = guess.clamp(lo, hi);
+    // `no < yes`, `holds(yes)`, `!holds(no)`: the bracket that bisection narrows to width 1.
+    let (mut no, mut yes);
+    if eval(start) {
+        yes = start;
+        let mut step = 1u64;
+        loop {
+            if yes == lo {
+                return (Some(lo), steps);
+            }
+            let probe = yes.saturating_sub(step).max(lo);
+            if eval(probe) {
+                yes = probe;
+                step = step.saturating_mul(2);
+            } else {
+                no = probe;
+                break;
+            }
+        }
+    } else {
+        no = start;
+        let mut step = 1u64;
+        loop {
+            if no == hi {
+                return (None, steps);
+            }
+            let probe = no.saturating_add(step).min(hi);
+            if eval(probe) {
+                yes = probe;
+                break;
+            }
+            no = probe;
+            step = step.saturating_mul(2);
+        }
+    }
+    while yes - no > 1 {
+        let mid = no + (yes - no) / 2;
+        if eval(mid) {
+            yes = mid;
+        } else {
+            no = mid;
+        }
+    }
+    debug_assert!(steps <= MAX_SEARCH_STEPS, "{steps} steps");
+    (Some(yes), steps)
 }
 
 /// `k = ceil(log2(1/p))`, at least 1.

@@ -1,4 +1,5 @@
-//! What the Bloom filters share: the block layouts, their sizing, and the probe positions.
+//! What the Bloom filters share: the block layouts, their sized parameters (computed by
+//! [`crate::sizing::blocked`]), and the probe positions.
 //!
 //! Every item is hashed once to a [`Hash128`](crate::hash::Hash128). `h1` picks a block by
 //! multiply-shift (`(h1 · blocks) >> 64`: no `%`, uniform, correct for any number of blocks up to
@@ -29,7 +30,10 @@ use crate::hash::remix;
 /// Blocking costs false-positive rate at equal memory (items cluster unevenly over blocks), and the
 /// smaller the block the more: every constructor sizes the filter so that the rate at capacity
 /// still meets the target, so [`Word`](Layout::Word) spends more bits than [`Line`](Layout::Line)
-/// for the same target.
+/// for the same target ([`sizing::blocked`](crate::sizing::blocked) tells how many). Below
+/// 6.4e-6 (`Word`) or 4.7e-15 (`Line`) a layout would need more than 4 times the bits of a
+/// classic Bloom filter, and the constructors refuse the target with
+/// [`Error::FprBelowLayoutLimit`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Layout {
@@ -57,14 +61,6 @@ impl Layout {
             Self::Line => 512,
         }
     }
-
-    /// Largest `k` the sizing considers (far above any optimum: the search stops at the best).
-    const fn max_hashes(self) -> u32 {
-        match self {
-            Self::Word => 32,
-            Self::Line => 64,
-        }
-    }
 }
 
 /// A sized blocked filter: its layout, `k`, and how many blocks.
@@ -78,45 +74,13 @@ pub(crate) struct Params {
 
 impl Params {
     /// The smallest filter of this layout whose expected false-positive rate after `capacity`
-    /// items is at most `fpr` (by [`block_fpr`]), with the `k` that needs the fewest blocks.
+    /// items meets `fpr`, with the `k` that needs the fewest blocks: [`crate::sizing::blocked`].
     pub(crate) fn for_capacity(capacity: u64, fpr: f64, layout: Layout) -> Result<Self, Error> {
-        // Validates the arguments and fails early for absurd sizes.
-        crate::sizing::BloomSizing::optimal(capacity, fpr)?;
-        let mut best: Option<(f64, u32)> = None;
-        for k in 1..=layout.max_hashes() {
-            let lambda = max_items_per_block(k, layout, fpr * SIZING_MARGIN);
-            match best {
-                Some((best_lambda, _)) if lambda <= best_lambda => {
-                    if lambda < best_lambda * 0.98 {
-                        break; // past the optimum, and the curve is unimodal in k
-                    }
-                }
-                _ => best = Some((lambda, k)),
-            }
-        }
-        let (lambda, hashes) = best.filter(|(l, _)| *l > 0.0).ok_or(Error::TooLarge {
-            what: "bits",
-            requested: f64::INFINITY,
-            limit: u64::MAX,
-        })?;
-        let blocks = (capacity as f64 / lambda).ceil().max(1.0);
-        let per_line = match layout {
-            Layout::Word => LINE_WORDS as f64,
-            Layout::Line => 1.0,
-        };
-        let lines = (blocks / per_line).ceil();
-        let max_lines = (isize::MAX as u64 / 64).min(usize::MAX as u64) as f64;
-        if lines > max_lines {
-            return Err(Error::TooLarge {
-                what: "bits",
-                requested: lines * 512.0,
-                limit: (max_lines as u64).saturating_mul(512),
-            });
-        }
+        let sizing = crate::sizing::blocked(capacity, fpr, layout)?;
         Ok(Self {
             layout,
-            hashes,
-            blocks: (lines * per_line) as u64,
+            hashes: sizing.hashes,
+            blocks: sizing.bits / u64::from(layout.block_bits()),
         })
     }
 
@@ -140,127 +104,10 @@ impl Params {
     }
 }
 
-/// The filters are sized for `fpr · SIZING_MARGIN`, so that the rate measured on a finite sample
-/// stays at or below `fpr`: see `docs/design.md` for the statistics.
-const SIZING_MARGIN: f64 = 0.97;
-
-/// The expected false-positive rate of a filter of this layout with `lambda` items per block on
-/// average and `k` distinct bits per item.
-///
-/// Items fall into blocks as a Poisson process, so a query's block holds `j` items with
-/// probability `e^{-λ} λ^j / j!`; the rate is `Σ_j P(j) · F(j)` with `F(j)` from [`load_fpr_table`].
-#[cfg(all(test, not(loom)))]
-pub(crate) fn expected_fpr(lambda: f64, k: u32, layout: Layout) -> f64 {
-    poisson_mix(lambda, &load_fpr_table(k, layout, poisson_terms(lambda)))
-}
-
-/// How many terms of the Poisson sum matter for mean `lambda` (12 standard deviations past it).
-fn poisson_terms(lambda: f64) -> usize {
-    (lambda + 12.0 * lambda.sqrt() + 30.0).ceil() as usize
-}
-
-/// `Σ_j P(j) · table[j]` for `j ~ Poisson(lambda)`.
-fn poisson_mix(lambda: f64, table: &[f64]) -> f64 {
-    let mut sum = 0.0;
-    if lambda < 700.0 {
-        // P(j + 1) = P(j) · λ / (j + 1), from P(0) = e^{-λ} (which does not underflow here).
-        let mut pmf = (-lambda).exp();
-        for (j, fpr) in table.iter().enumerate() {
-            sum += pmf * fpr;
-            pmf *= lambda / (j + 1) as f64;
-        }
-    } else {
-        let mut log_pmf = -lambda;
-        for (j, fpr) in table.iter().enumerate() {
-            sum += log_pmf.exp() * fpr;
-            log_pmf += (lambda / (j + 1) as f64).ln();
-        }
-    }
-    sum
-}
-
-/// `F(j)` for `j = 0..len`: the probability that a query is a false positive in a block of
-/// `B` bits holding `j` items, when every item (and the query) draws `k` uniform positions with
-/// replacement. Exact, with no independence approximation:
-///
-/// - the query's draws hit `d` distinct positions with probability `P(d)` (an occupancy chain:
-///   a draw lands on a new position with probability `(B - d) / B`);
-/// - `d` given positions are all among the `j·k` draws of the block's items with probability
-///   `Σ_{i=0..d} (-1)^i C(d, i) (1 - i/B)^{jk}` (inclusion-exclusion over the positions missed);
-///
-/// so `F(j) = Σ_i c_i r_i^j` with `r_i = (1 - i/B)^k` and `c_i = (-1)^i Σ_{d>=i} P(d) C(d, i)`.
-fn load_fpr_table(k: u32, layout: Layout, len: usize) -> Vec<f64> {
-    let k = k as usize;
-    let b = f64::from(layout.block_bits());
-    let mut distinct = vec![0.0f64; k + 1];
-    distinct[0] = 1.0;
-    for _ in 0..k {
-        for d in (0..=k).rev() {
-            let stay = distinct[d] * d as f64 / b;
-            let arrive = if d > 0 {
-                distinct[d - 1] * (b - (d - 1) as f64) / b
-            } else {
-                0.0
-            };
-            distinct[d] = stay + arrive;
-        }
-    }
-    let mut binom = vec![0.0f64; k + 1]; // row d of Pascal's triangle, built up as d grows
-    let mut coeff = vec![0.0f64; k + 1];
-    binom[0] = 1.0;
-    for (d, &p) in distinct.iter().enumerate() {
-        if d > 0 {
-            for i in (1..=d).rev() {
-                binom[i] += binom[i - 1];
-            }
-        }
-        for i in 0..=d {
-            let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
-            coeff[i] += sign * p * binom[i];
-        }
-    }
-    let ratios: Vec<f64> = (0..=k)
-        .map(|i| (1.0 - i as f64 / b).powi(k as i32))
-        .collect();
-    let mut powers = vec![1.0f64; k + 1];
-    let mut table = Vec::with_capacity(len);
-    for _ in 0..len {
-        let f: f64 = coeff.iter().zip(&powers).map(|(c, r)| c * r).sum();
-        table.push(f.clamp(0.0, 1.0));
-        for (power, ratio) in powers.iter_mut().zip(&ratios) {
-            *power *= ratio;
-        }
-    }
-    table
-}
-
-/// The largest mean load (items per block) at which [`expected_fpr`] stays at or below `target`,
-/// or 0 if none does.
-fn max_items_per_block(k: u32, layout: Layout, target: f64) -> f64 {
-    let mut hi = f64::from(layout.block_bits()); // one bit per item: far too full for any sane p
-    let mut table = load_fpr_table(k, layout, poisson_terms(hi));
-    while poisson_mix(hi, &table) <= target {
-        hi *= 2.0;
-        if hi > 1e6 {
-            return hi;
-        }
-        table = load_fpr_table(k, layout, poisson_terms(hi));
-    }
-    let mut lo = 0.0f64;
-    for _ in 0..50 {
-        let mid = 0.5 * (lo + hi);
-        if poisson_mix(mid, &table) <= target {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
 /// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first
 /// (then from `remix(h2)`, `remix(remix(h2))`, ... after 10 fields). Positions may repeat: a
-/// fixed number of draws keeps the loop branch-free, and [`load_fpr_table`] models the repeats.
+/// fixed number of draws keeps the loop branch-free, and the sizing model (`src/sizing/blocked.rs`)
+/// counts the repeats.
 #[inline]
 pub(crate) fn word_mask(h2: u64, k: u32) -> u64 {
     let (mut state, mut left, mut mask) = (h2, k, 0u64);
@@ -357,49 +204,25 @@ mod tests {
     }
 
     #[test]
-    fn exact_model_agrees_with_simple_cases() {
-        // k = 1: F(j) is the chance that one uniform position is among j uniform draws.
-        for layout in [Layout::Word, Layout::Line] {
-            let b = f64::from(layout.block_bits());
-            let table = load_fpr_table(1, layout, 5);
-            for (j, f) in table.iter().enumerate() {
-                let want = 1.0 - (1.0 - 1.0 / b).powi(j as i32);
-                assert!((f - want).abs() < 1e-12, "{layout:?} j={j}: {f} vs {want}");
-            }
-        }
-        // k = 2, one item in a word: the query's 2 draws must land on the item's draws. Both
-        // distinct (prob 63/64): the item must cover both, 2/64^2; both equal (1/64): the item
-        // covers it, 1 - (63/64)^2.
-        let f = load_fpr_table(2, Layout::Word, 2)[1];
-        let want = 63.0 / 64.0 * 2.0 / 4096.0 + 1.0 / 64.0 * (1.0 - (63.0f64 / 64.0).powi(2));
-        assert!((f - want).abs() < 1e-15, "{f} vs {want}");
-        assert_eq!(load_fpr_table(3, Layout::Word, 1)[0], 0.0);
-        let (a, b) = (
-            expected_fpr(5.0, 5, Layout::Word),
-            expected_fpr(6.0, 5, Layout::Word),
-        );
-        assert!(0.0 < a && a < b && b < 1.0);
-    }
-
-    #[test]
-    fn sizing_meets_the_model_and_blocking_costs_bits() {
+    fn params_are_the_blocked_sizing_and_blocking_costs_bits() {
         for fpr in [0.1, 0.01, 0.001] {
             let classic = crate::sizing::BloomSizing::optimal(1_000_000, fpr).unwrap();
-            for layout in [Layout::Word, Layout::Line] {
+            let mut bits = [0; 2];
+            for (i, layout) in [Layout::Word, Layout::Line].into_iter().enumerate() {
                 let p = Params::for_capacity(1_000_000, fpr, layout).unwrap();
-                let lambda = 1_000_000.0 / p.blocks as f64;
-                let rate = expected_fpr(lambda, p.hashes, layout);
-                assert!(rate <= fpr * SIZING_MARGIN, "{layout:?} {fpr}: {rate}");
+                let s = crate::sizing::blocked(1_000_000, fpr, layout).unwrap();
+                assert_eq!((p.bits(), p.hashes, p.layout), (s.bits, s.hashes, layout));
+                assert_eq!(p.lines() as u64 * 512, p.bits());
+                assert!(s.expected_fpr <= 0.97 * fpr, "{layout:?} {fpr}");
                 assert!(p.bits() > classic.bits, "{layout:?} {fpr}");
+                bits[i] = p.bits();
             }
-            let word = Params::for_capacity(1_000_000, fpr, Layout::Word).unwrap();
-            let line = Params::for_capacity(1_000_000, fpr, Layout::Line).unwrap();
-            assert!(word.bits() >= line.bits());
+            assert!(bits[0] >= bits[1], "{fpr}: the word layout costs more");
         }
     }
 
     #[test]
-    fn sizing_rejects_what_sizing_rejects() {
+    fn params_reject_what_the_sizing_rejects() {
         assert_eq!(
             Params::for_capacity(0, 0.01, Layout::Word),
             Err(Error::ZeroCapacity)
@@ -407,6 +230,13 @@ mod tests {
         assert!(matches!(
             Params::for_capacity(10, 1.5, Layout::Line),
             Err(Error::InvalidFpr(_))
+        ));
+        assert!(matches!(
+            Params::for_capacity(10, 1e-6, Layout::Word),
+            Err(Error::FprBelowLayoutLimit {
+                use_layout: Some(Layout::Line),
+                ..
+            })
         ));
         assert!(matches!(
             Params::for_capacity(u64::MAX / 4, 0.01, Layout::Word),

@@ -70,7 +70,7 @@ fn source_overwrite_example_remembers_only_10_percent() {
 
 #[test]
 fn row_overfull_bloom_p_0_01_k_7_t_2_is_about_13_percent() {
-    let estimate = overfull_fpr_estimate(7, 2.0);
+    let estimate = overfull_fpr_estimate(7, 2.0).unwrap();
     assert_eq!(format!("{:.0}%", estimate * 100.0), "13%");
     assert!((estimate - 0.75f64.powi(7)).abs() < 1e-15);
     // The rule of thumb underestimates for the rounded-up k; the exact expectation is 15.7%.
@@ -78,7 +78,7 @@ fn row_overfull_bloom_p_0_01_k_7_t_2_is_about_13_percent() {
     let exact = s.fpr_at(20_000_000);
     assert_eq!(format!("{:.1}%", exact * 100.0), "15.7%");
     // At t = 1 both agree with the target to within the rounding of k.
-    assert!((overfull_fpr_estimate(7, 1.0) - 0.5f64.powi(7)).abs() < 1e-15);
+    assert!((overfull_fpr_estimate(7, 1.0).unwrap() - 0.5f64.powi(7)).abs() < 1e-15);
 }
 
 #[test]
@@ -270,4 +270,193 @@ fn guaranteed_bits_match_docs_table() {
     assert_eq!(bits(0.1), 48_407_634);
     assert_eq!(bits(0.01), 95_929_548);
     assert_eq!(bits(0.001), 143_776_394);
+}
+
+/// Inputs that took from a second to many minutes when the closed form was corrected one step
+/// at a time across runs of bucket counts that f64 cannot tell apart.
+const FORMER_HANGS: [(u64, f64); 6] = [
+    (1, 0.999_999_999_999),
+    (1, 1.0 - 1e-13),
+    (1_000, 0.999_999_999_99),
+    (3_600_000, 0.999_999_999_9),
+    (1, 1.0 - 1e-15),
+    (1, 1.0 - f64::EPSILON / 2.0), // the largest f64 below 1
+];
+
+/// `overwrite_buckets`'s promise: `n` remembers with probability >= r, and `n - 1` does not.
+fn assert_buckets_turn(x: u64, r: f64, n: u64) {
+    assert!(remember(n, x) >= r, "x={x} r={r}: n={n}");
+    assert!(n == 1 || remember(n - 1, x) < r, "x={x} r={r}: n={n}");
+}
+
+#[test]
+fn former_hangs_answer_within_the_step_bound() {
+    for (x, r) in FORMER_HANGS {
+        let (n, steps) = overwrite_buckets_counted(x, r);
+        let n = n.unwrap();
+        assert!(steps <= MAX_SEARCH_STEPS, "x={x} r={r}: {steps} steps");
+        assert_buckets_turn(x, r, n);
+        // The answer sits near the closed form 1 / (1 - r^{1/x}) = x / -ln(r) (for r near 1).
+        let closed = x as f64 / -r.ln();
+        assert!(
+            (n as f64 / closed - 1.0).abs() < 0.5,
+            "x={x} r={r}: {n} vs {closed}"
+        );
+        // The window of that many buckets is at least x.
+        let (window, steps) = overwrite_window_counted(n, r);
+        assert!(window.unwrap() >= x && steps <= MAX_SEARCH_STEPS);
+    }
+    // r = 1 - 2^-53 with one later insertion: about 2^53 buckets, where f64 still counts exactly.
+    let n = overwrite_buckets(1, 1.0 - f64::EPSILON / 2.0).unwrap();
+    assert!((1u64 << 52..1u64 << 54).contains(&n), "{n}");
+    // 1 - EPSILON / 4 rounds to 1.0: not a valid probability.
+    assert!(overwrite_buckets(1, 1.0 - f64::EPSILON / 4.0).is_err());
+}
+
+#[test]
+fn buckets_are_the_least_count_where_a_scan_can_check() {
+    for x in [0, 1, 2, 3, 10, 100, 1000] {
+        for r in [1e-300, 1e-9, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999] {
+            let n = overwrite_buckets(x, r).unwrap();
+            let least = (1..).find(|&m| remember(m, x) >= r).unwrap();
+            assert_eq!(n, least, "x={x} r={r}");
+        }
+    }
+    for n in [1, 2, 3, 10, 100, 1000] {
+        for r in [1e-9, 0.01, 0.1, 0.5, 0.9, 0.99] {
+            let x = overwrite_window(n, r).unwrap();
+            let first_forgotten = (0..).find(|&y| remember(n, y) < r).unwrap();
+            assert_eq!(x + 1, first_forgotten, "n={n} r={r}");
+        }
+    }
+}
+
+#[test]
+fn search_returns_a_turning_point_even_of_a_non_monotone_predicate() {
+    // True from 1000 on, except at 5000 and on 7000..7010: a stand-in for a probability that
+    // moves the wrong way by an ulp across a run of equal inputs.
+    let holds = |n: u64| n >= 1000 && n != 5000 && !(7000..7010).contains(&n);
+    for guess in [0, 1, 999, 1000, 4999, 5000, 5001, 7005, 1 << 40, u64::MAX] {
+        let (found, steps) = turning_point(1, u64::MAX, guess, holds);
+        let n = found.unwrap();
+        assert!(holds(n) && !holds(n - 1), "guess {guess}: {n}");
+        assert!(steps <= MAX_SEARCH_STEPS, "guess {guess}: {steps}");
+    }
+    // A predicate that never holds ends at `hi`; one that holds at `lo` returns `lo`.
+    assert_eq!(turning_point(1, u64::MAX, 77, |_| false).0, None);
+    assert_eq!(turning_point(5, 9, 7, |_| true).0, Some(5));
+}
+
+/// Integers spread over the whole u64 range: log-uniform, plus the ends.
+fn wide_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        (0.0f64..64.0).prop_map(|e| 2f64.powf(e) as u64),
+        Just(0u64),
+        Just(1u64),
+        Just(u64::MAX),
+        any::<u64>(),
+    ]
+}
+
+/// Probabilities over all of (0, 1): uniform, next to 0 (down to 1e-300), and next to 1 (down to
+/// 1 - 2^-53, the largest f64 below 1).
+fn wide_probability() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        (1e-6f64..1.0 - 1e-6),
+        (-300.0f64..-1.0).prop_map(|e| 10f64.powf(e)),
+        (1.0f64..53.0).prop_map(|e| 1.0 - 2f64.powf(-e)),
+        (1.0f64..16.0).prop_map(|e| 1.0 - 10f64.powf(-e)),
+        Just(1.0 - f64::EPSILON / 2.0),
+        Just(f64::MIN_POSITIVE),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn overwrite_buckets_turns_within_the_step_bound_everywhere(x in wide_u64(), r in wide_probability()) {
+        let (n, steps) = overwrite_buckets_counted(x, r);
+        prop_assert!(steps <= MAX_SEARCH_STEPS, "x={x} r={r}: {steps} steps");
+        match n {
+            Ok(n) => {
+                prop_assert!(remember(n, x) >= r);
+                prop_assert!(n == 1 || remember(n - 1, x) < r);
+            }
+            Err(Error::TooLarge { what: "buckets", .. }) => prop_assert!(remember(u64::MAX, x) < r),
+            Err(e) => prop_assert!(false, "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn overwrite_window_turns_within_the_step_bound_everywhere(n in wide_u64(), r in wide_probability()) {
+        let n = n.max(1);
+        let (x, steps) = overwrite_window_counted(n, r);
+        prop_assert!(steps <= MAX_SEARCH_STEPS, "n={n} r={r}: {steps} steps");
+        match x {
+            Ok(x) => {
+                prop_assert!(remember(n, x) >= r);
+                prop_assert!(remember(n, x + 1) < r);
+            }
+            Err(Error::TooLarge { what: "insertions", .. }) => prop_assert!(remember(n, u64::MAX) >= r),
+            Err(e) => prop_assert!(false, "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn search_finds_the_threshold_of_a_monotone_predicate_from_any_guess(threshold in wide_u64(), guess in wide_u64()) {
+        let (found, steps) = turning_point(0, u64::MAX, guess, |n| n >= threshold);
+        prop_assert_eq!(found, Some(threshold));
+        prop_assert!(steps <= MAX_SEARCH_STEPS);
+    }
+
+    #[test]
+    fn overfull_estimate_is_a_probability_for_every_valid_input(hashes in 1u32.., load in 0.0f64..1e300) {
+        let p = overfull_fpr_estimate(hashes, load).unwrap();
+        prop_assert!((0.0..=1.0).contains(&p));
+    }
+
+    #[test]
+    fn fpr_at_is_a_probability_for_every_field_value(bits in any::<u64>(), hashes in any::<u32>(), items in any::<u64>()) {
+        let s = BloomSizing { capacity: 1, bits, hashes };
+        let p = s.fpr_at(items);
+        prop_assert!((0.0..=1.0).contains(&p), "{s:?} {items}: {p}");
+    }
+}
+
+#[test]
+fn overfull_estimate_rejects_what_is_not_a_load() {
+    for load in [-1.0, -0.0001, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert!(
+            matches!(
+                overfull_fpr_estimate(7, load),
+                Err(Error::InvalidParameter(_))
+            ),
+            "{load}"
+        );
+    }
+    assert_eq!(
+        overfull_fpr_estimate(0, 1.0),
+        Err(Error::InvalidParameter("hashes must be at least 1"))
+    );
+    assert_eq!(overfull_fpr_estimate(7, 0.0), Ok(0.0));
+    assert_eq!(overfull_fpr_estimate(1, 1.0), Ok(0.5));
+}
+
+#[test]
+fn fpr_at_is_defined_for_degenerate_sizings() {
+    let s = BloomSizing {
+        capacity: 10,
+        bits: 0,
+        hashes: 3,
+    };
+    assert_eq!(s.fpr_at(0), 0.0);
+    assert_eq!(s.fpr_at(5), 1.0);
+    let no_hashes = BloomSizing {
+        bits: 100,
+        hashes: 0,
+        ..s
+    };
+    assert_eq!(no_hashes.fpr_at(0), 1.0);
+    assert_eq!(no_hashes.fpr_at(5), 1.0);
 }

@@ -37,7 +37,7 @@ fn arc_cell_compare_and_swap_has_exactly_one_winner() {
 /// The broken twin: "compare and swap" built from a load and a separate store lets both threads
 /// win. Loom must find the interleaving.
 #[test]
-#[should_panic(expected = "winners")]
+#[should_panic(expected = "winners: [")]
 fn arc_cell_load_then_store_lets_two_threads_win() {
     racing_replacements(|cell, current, new| {
         if Arc::ptr_eq(&cell.load(), current) {
@@ -68,7 +68,7 @@ fn arc_cell_reader_sees_a_whole_old_or_new_value() {
 /// synchronizes only with the store it reads, as arc-swap's Acquire load does. (A lock-based
 /// stand-in would make the reader see the store whenever it ran after it, hiding bugs.)
 #[test]
-#[should_panic(expected = "stale")]
+#[should_panic(expected = "stale value through a Relaxed flag")]
 fn arc_cell_load_without_happens_before_may_see_the_old_value() {
     loom::model(|| {
         let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
@@ -166,7 +166,7 @@ fn pending_set_racing_removals_leave_an_exact_set() {
 /// `len` counts an insert before its node is linked, as the skip list's does: while two threads
 /// insert the same new value, a third can read 2.
 #[test]
-#[should_panic(expected = "len")]
+#[should_panic(expected = "len counted an insert in flight")]
 fn pending_set_len_is_approximate_while_inserts_are_in_flight() {
     loom::model(|| {
         let set = Arc::new(PendingSet::new());
@@ -187,7 +187,7 @@ fn pending_set_len_is_approximate_while_inserts_are_in_flight() {
 /// A lookup is only a `Relaxed` load (the skip list's `load_consume` is no more on weak
 /// hardware): finding a value does not make the inserter's earlier writes visible...
 #[test]
-#[should_panic(expected = "stale")]
+#[should_panic(expected = "stale data after a lookup")]
 fn pending_set_lookup_alone_does_not_synchronize() {
     lookup_then(false);
 }

@@ -75,7 +75,7 @@ fn no_false_negative_while_compacting() {
 /// Twin: removing the batch from the pending set before the swap opens a window in which the
 /// item is in neither place.
 #[test]
-#[should_panic(expected = "false negative")]
+#[should_panic(expected = "false negative: insert(a) had returned")]
 fn removing_pending_before_the_swap_loses_items() {
     reader_during_compaction(|f| f.__compact_removing_first(), |f, x| f.contains(x));
 }
@@ -84,7 +84,7 @@ fn removing_pending_before_the_swap_loses_items() {
 /// misses the item in the set (a compaction removed it) may still load the old snapshot: the
 /// set's lookups do not synchronize with the removal.
 #[test]
-#[should_panic(expected = "false negative")]
+#[should_panic(expected = "false negative: insert(a) had returned")]
 fn missing_the_fence_after_the_pending_set_loses_items() {
     reader_during_compaction(|f| f.compact(), |f, x| f.__contains_without_fence(x));
 }
@@ -137,7 +137,7 @@ fn same_item_from_two_threads_is_never_lost_while_compacting() {
 /// inserter removes the first one's entry before linking its own, and loom finds the first
 /// inserter's `contains` in between: the bug the real-thread stress test found.
 #[test]
-#[should_panic(expected = "false negative right after insert")]
+#[should_panic(expected = "false negative right after insert(a) returned")]
 fn replacing_pending_insert_loses_the_other_threads_item() {
     same_item_from_two_threads(|f, x| f.__insert_replacing(x), false);
 }
@@ -145,7 +145,7 @@ fn replacing_pending_insert_loses_the_other_threads_item() {
 /// Twin: reading the snapshot before the pending set (with no second look at the snapshot)
 /// misses an item that moved from the set into a newer snapshot in between.
 #[test]
-#[should_panic(expected = "false negative")]
+#[should_panic(expected = "false negative: insert(a) had returned")]
 fn checking_the_snapshot_before_the_pending_set_misses_items() {
     reader_during_compaction(|f| f.compact(), |f, x| f.__contains_snapshot_first(x));
 }

@@ -130,13 +130,25 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// Moves the pending hashes into a new snapshot; returns whether this call swapped one in
     /// (`false`: nothing was pending, or another compaction won the race, in which case the
     /// hashes stay pending for the next one).
+    ///
+    /// When it returns `true`, the snapshot it swapped in holds every item whose `insert`
+    /// happened before this call began (on any thread): an item still pending was in this call's
+    /// batch (it takes the whole set, not a count of it), and one that another compaction moved
+    /// was moved by a swap that preceded this call's, or this call's compare-and-swap would have
+    /// failed. Inserts that run during the call may or may not be in it.
+    ///
+    /// Cost: the hashes' segments are copied, plus one reference-count update per segment of
+    /// the filter (the new snapshot's table of segments): about 37,000 for a 100M-item filter
+    /// at 1%. Keep `insertions_before_compact` well above 1 on large filters.
     pub fn compact(&self) -> bool {
         self.compact_with(false)
     }
 
     fn compact_with(&self, remove_first: bool) -> bool {
         let current = self.current.load();
-        let batch = self.pending.first(self.pending.len());
+        // All of it: a batch cut at `len()` values could be filled by hashes inserted meanwhile
+        // that sort lower, leaving out an older one (and `compact` then promises too much).
+        let batch = self.pending.first(usize::MAX);
         if batch.is_empty() {
             return false;
         }
@@ -231,7 +243,8 @@ impl<H> fmt::Debug for SemiConcurrentBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemiConcurrentBloomFilter")
             .field("insertions_before_compact", &self.insertions_before_compact)
-            .field("snapshot", &self.current)
+            .field("pending", &self.pending.len())
+            .field("snapshot", &*self.current.load())
             .finish_non_exhaustive()
     }
 }

@@ -56,6 +56,10 @@
 //!
 //! - Blocked layouts spend more memory than a classic Bloom filter for the same false-positive
 //!   rate: +28% ([`Layout::Word`]) or +4% ([`Layout::Line`]) at 1% (table in `docs/design.md`).
+//! - Each layout has a smallest false-positive rate it reaches within 4x the memory of a
+//!   classic Bloom filter: 6.4e-6 for [`Layout::Word`], 4.7e-15 for [`Layout::Line`]; below it,
+//!   constructors return [`Error::FprBelowLayoutLimit`], naming the layout that can (see
+//!   [`sizing::blocked`]).
 //! - A filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::estimated_fpr`] tells by how much).
 //! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:

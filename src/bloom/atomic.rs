@@ -57,6 +57,8 @@ impl AtomicBloomFilter {
     /// # Errors
     ///
     /// [`Error::ZeroCapacity`], [`Error::InvalidFpr`] for `fpr` outside (0, 1),
+    /// [`Error::FprBelowLayoutLimit`] for an `fpr` the layout cannot reach economically (the
+    /// default word layout below 6.4e-6: it names [`Layout::Line`], which reaches 4.7e-15),
     /// [`Error::TooLarge`] or [`Error::AllocationFailed`] when the bits do not fit.
     ///
     /// # Examples

@@ -64,47 +64,47 @@ fn arc_cell_reader_sees_a_whole_old_or_new_value() {
     });
 }
 
+/// A writer stores a new value in the cell, then raises a flag with `flag_store`; the reader,
+/// if it sees the flag with `flag_load`, must read the new value.
+fn hand_off(flag_store: Ordering, flag_load: Ordering, message: &'static str) {
+    loom::model(move || {
+        let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
+        let flag = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (cell, flag) = (Arc::clone(&cell), Arc::clone(&flag));
+            thread::spawn(move || {
+                cell.store(Arc::new(1));
+                flag.store(true, flag_store);
+            })
+        };
+        if flag.load(flag_load) {
+            assert_eq!(cell.read(|v| *v), 1, "{message}");
+        }
+        writer.join().unwrap();
+    });
+}
+
 /// A load that does not happen after a store may return the old value: the stand-in's load
 /// synchronizes only with the store it reads, as arc-swap's Acquire load does. (A lock-based
 /// stand-in would make the reader see the store whenever it ran after it, hiding bugs.)
 #[test]
 #[should_panic(expected = "stale value through a Relaxed flag")]
 fn arc_cell_load_without_happens_before_may_see_the_old_value() {
-    loom::model(|| {
-        let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
-        let flag = Arc::new(AtomicBool::new(false));
-        let writer = {
-            let (cell, flag) = (Arc::clone(&cell), Arc::clone(&flag));
-            thread::spawn(move || {
-                cell.store(Arc::new(1));
-                flag.store(true, Ordering::Relaxed);
-            })
-        };
-        if flag.load(Ordering::Relaxed) {
-            assert_eq!(cell.read(|v| *v), 1, "stale value through a Relaxed flag");
-        }
-        writer.join().unwrap();
-    });
+    hand_off(
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+        "stale value through a Relaxed flag",
+    );
 }
 
 /// The same hand-off through a Release/Acquire flag: the reader sees the new value.
 #[test]
 fn arc_cell_load_after_a_store_that_happens_before_sees_it() {
-    loom::model(|| {
-        let cell = Arc::new(ArcCell::new(Arc::new(0u32)));
-        let flag = Arc::new(AtomicBool::new(false));
-        let writer = {
-            let (cell, flag) = (Arc::clone(&cell), Arc::clone(&flag));
-            thread::spawn(move || {
-                cell.store(Arc::new(1));
-                flag.store(true, Ordering::Release);
-            })
-        };
-        if flag.load(Ordering::Acquire) {
-            assert_eq!(cell.read(|v| *v), 1);
-        }
-        writer.join().unwrap();
-    });
+    hand_off(
+        Ordering::Release,
+        Ordering::Acquire,
+        "stale value through a Release/Acquire flag",
+    );
 }
 
 /// A thread inserts a value that is already present while another looks it up: the lookup must

@@ -21,6 +21,7 @@ use crate::Error;
 
 mod blocked;
 
+pub(crate) use blocked::per_item_fill;
 pub use blocked::{BlockedSizing, blocked};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a

@@ -321,9 +321,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         if set >= m {
             return u64::MAX;
         }
-        let block = f64::from(self.params.layout.block_bits());
         // The expected fraction of a block's bits one item sets.
-        let per_item = 1.0 - (1.0 - 1.0 / block).powi(self.params.hashes as i32);
+        let per_item =
+            crate::sizing::per_item_fill(f64::from(self.params.hashes), self.params.layout);
         (-(self.params.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
     }
 

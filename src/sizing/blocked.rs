@@ -284,7 +284,7 @@ fn load_bracket(k: u32, layout: Layout) -> f64 {
 }
 
 /// `1 - (1 - 1/B)^k`: the chance that one item sets a given bit of its block.
-fn per_item_fill(k: f64, layout: Layout) -> f64 {
+pub(crate) fn per_item_fill(k: f64, layout: Layout) -> f64 {
     let b = f64::from(layout.block_bits());
     -(k * (-1.0 / b).ln_1p()).exp_m1()
 }

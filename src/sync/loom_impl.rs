@@ -241,13 +241,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         loop {
             if seen & PRESENT != 0 {
                 // Replace: mark the node removed, then search again.
-                if entry
-                    .state
-                    .compare_exchange(seen, seen & !PRESENT, Ordering::SeqCst, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                }
+                self.mark(entry, seen);
                 seen = entry.state.load(Ordering::Relaxed);
                 continue;
             }
@@ -279,11 +273,18 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
             return;
         };
         let seen = entry.state.load(Ordering::Relaxed);
-        if seen & PRESENT != 0
-            && entry
-                .state
-                .compare_exchange(seen, seen & !PRESENT, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
+        if seen & PRESENT != 0 {
+            self.mark(entry, seen);
+        }
+    }
+
+    /// Marks the node `seen` (a present state) removed if it is still the entry's node, as
+    /// `mark_tower` does with one `SeqCst` read-modify-write, then `len -= 1` if this call marked it.
+    fn mark(&self, entry: &Entry, seen: usize) {
+        if entry
+            .state
+            .compare_exchange(seen, seen & !PRESENT, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
         {
             self.len.fetch_sub(1, Ordering::Relaxed);
         }

@@ -86,13 +86,8 @@ pub use error::Error;
 pub use filter::DedupFilter;
 pub use overwrite::{ExactOverwriteMap, OverwriteMap};
 
-/// The loom facade's wrappers, exposed only to `loom-tests/` so that the facade itself is
-/// model-checked. Not part of the public API.
-#[cfg(loom)]
-#[doc(hidden)]
-pub mod __loom {
-    pub use crate::sync::loom_impl::{ArcCell, PendingSet};
-}
+#[cfg(all(test, loom))]
+mod loom_models;
 
 /// Runs the README's Rust examples as doctests.
 #[doc = include_str!("../README.md")]

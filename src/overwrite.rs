@@ -242,9 +242,8 @@ impl<H: ItemHasher> OverwriteMap<H> {
 
     /// A deliberately broken insert for the loom models: a load and a separate store where one
     /// swap is needed.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let (slot, fingerprint) = self.locate(item);
         let previous = slot.load(Relaxed);
         slot.store(fingerprint, Relaxed);
@@ -252,9 +251,8 @@ impl<H: ItemHasher> OverwriteMap<H> {
     }
 
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let (slot, fingerprint) = self.locate(item);
         if slot.load(Relaxed) != fingerprint {
             return false;
@@ -430,9 +428,8 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     }
 
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
         let slot = self.slot(key);
         if !holds(&slot.load(), key) {

@@ -428,9 +428,8 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
 
     /// A deliberately broken insert for the loom models: a load and a separate store where one
     /// read-modify-write is needed. Loom must catch two threads both told "new".
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         let word = self.bits.word(self.params.block(hash.h1));
         let mask = word_mask(hash.h2, self.params.hashes);

@@ -195,35 +195,31 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     }
 
     /// Broken variant for the loom models: removes the batch from the pending set *before* the
-    /// swap, as the proposal warns against.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __compact_removing_first(&self) -> bool {
+    /// swap, the order that loses items.
+    #[cfg(all(test, loom))]
+    pub(crate) fn compact_removing_first(&self) -> bool {
         self.compact_with(true)
     }
 
     /// Broken variant for the loom models: the insert as it was, with the skip list's replacing
     /// `SkipSet::insert` (remove the existing entry, then link a new one).
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __insert_replacing<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn insert_replacing<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.insert_hash_with(self.hasher.hash_item(item), PendingSet::insert_replacing)
     }
 
     /// Broken variant for the loom models: `contains` without the Acquire fence between the
     /// pending set and the snapshot.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         self.pending.contains(&hash) || self.current.read(|f| f.contains_hash(hash))
     }
 
     /// Broken variant for the loom models: the snapshot first, then the pending set, without a
     /// second look at the snapshot.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
+    #[cfg(all(test, loom))]
+    pub(crate) fn contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         self.current.read(|f| f.contains_hash(hash)) || self.pending.contains(&hash)
     }

@@ -2,8 +2,7 @@
 //! primitives with the same names as `std_impl.rs` and contracts no stronger than the real
 //! components' (`docs/concurrency.md` has the table: real guarantee, source, what is modelled).
 //!
-//! `ArcCell` and `PendingSet` are `pub` here (and only here) so that `loom-tests/` can check the
-//! facade itself through the hidden `seen::__loom` module.
+//! The facade's own models (`src/loom_models/facade.rs`) check these wrappers directly.
 
 use core::fmt;
 use core::ops::Bound::{Excluded, Unbounded};
@@ -38,14 +37,14 @@ fn book<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// (`src/docs/internal.rs`: "AcqRel (well, SeqCst) on the swap and Acquire on the loads").
 /// Unlike a lock, a load adds no happens-before edge towards later writers. Values are freed
 /// only when the cell is dropped (arc-swap frees them earlier): not observable through the API.
-pub struct ArcCell<T> {
+pub(crate) struct ArcCell<T> {
     values: std::sync::Mutex<Vec<std::sync::Arc<Arc<T>>>>,
     current: AtomicUsize,
 }
 
 impl<T> ArcCell<T> {
     /// A cell holding `value`.
-    pub fn new(value: Arc<T>) -> Self {
+    pub(crate) fn new(value: Arc<T>) -> Self {
         Self {
             values: std::sync::Mutex::new(vec![std::sync::Arc::new(value)]),
             current: AtomicUsize::new(0),
@@ -74,25 +73,25 @@ impl<T> ArcCell<T> {
     }
 
     /// The current value, as an owned `Arc` the caller may keep.
-    pub fn load(&self) -> Arc<T> {
+    pub(crate) fn load(&self) -> Arc<T> {
         let held = self.at(self.current.load(Ordering::Acquire));
         Arc::clone(&held)
     }
 
     /// Runs `f` on the current value.
-    pub fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
         let held = self.at(self.current.load(Ordering::Acquire));
         f(&held)
     }
 
     /// Replaces the value unconditionally.
-    pub fn store(&self, value: Arc<T>) {
+    pub(crate) fn store(&self, value: Arc<T>) {
         let index = self.intern(value);
         self.current.swap(index, Ordering::SeqCst);
     }
 
     /// Replaces the value and returns the one it replaced (one atomic step).
-    pub fn swap(&self, value: Arc<T>) -> Arc<T> {
+    pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
         let index = self.intern(value);
         let previous = self.at(self.current.swap(index, Ordering::SeqCst));
         Arc::clone(&previous)
@@ -100,7 +99,7 @@ impl<T> ArcCell<T> {
 
     /// Replaces the value with `new` if it is still `current` (pointer equality); returns whether
     /// it did.
-    pub fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {
+    pub(crate) fn compare_and_swap(&self, current: &Arc<T>, new: Arc<T>) -> bool {
         let expected = book(&self.values)
             .iter()
             .position(|v| Arc::ptr_eq(v, current));
@@ -154,7 +153,7 @@ const fn linked(absent: usize) -> usize {
 /// with the set, [`CAPACITY`] of them, and handed out to values on first use: a loom atomic
 /// created by one thread and loaded by another without a happens-before edge is a causality
 /// violation in loom, while the skip list publishes each node through the link that inserts it.
-pub struct PendingSet<T> {
+pub(crate) struct PendingSet<T> {
     entries: std::sync::Mutex<BTreeMap<T, usize>>,
     pool: Vec<Entry>,
     /// Stands for the skip list's links as a whole: every lookup starts with a `Relaxed` load of
@@ -171,7 +170,7 @@ pub(crate) const CAPACITY: usize = 8;
 
 impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// An empty set.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             entries: std::sync::Mutex::new(BTreeMap::new()),
             pool: (0..CAPACITY)
@@ -206,7 +205,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     }
 
     /// Adds `value` if it is absent (`SkipSet::get_or_insert`); an entry already present stays.
-    pub fn insert(&self, value: T) {
+    pub(crate) fn insert(&self, value: T) {
         let entry = self.entry(value);
         let mut seen = entry.state.load(Ordering::Relaxed);
         if seen & PRESENT != 0 {
@@ -234,7 +233,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// `SkipSet::insert`: removes an existing entry (marks its node), *then* links a new one.
     /// Between the two steps the value is absent. The crate does not use it; the loom models run
     /// the semi-concurrent filter's old insert with it, to show that they catch the bug.
-    pub fn insert_replacing(&self, value: T) {
+    pub(crate) fn insert_replacing(&self, value: T) {
         let entry = self.entry(value);
         let mut seen = entry.state.load(Ordering::Relaxed);
         let mut counted = false;
@@ -262,13 +261,13 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     }
 
     /// Whether `value` is in the set: one `Relaxed` load.
-    pub fn contains(&self, value: &T) -> bool {
+    pub(crate) fn contains(&self, value: &T) -> bool {
         self.lookup(value)
             .is_some_and(|entry| entry.state.load(Ordering::Relaxed) & PRESENT != 0)
     }
 
     /// Removes `value` if present: marks the node the lookup found, if it is still linked.
-    pub fn remove(&self, value: &T) {
+    pub(crate) fn remove(&self, value: &T) {
         let Some(entry) = self.lookup(value) else {
             return;
         };
@@ -291,18 +290,18 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     }
 
     /// The approximate number of values (0 if the counter has wrapped below zero).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         let len = self.len.load(Ordering::Relaxed);
         if len > isize::MAX as usize { 0 } else { len }
     }
 
     /// Whether [`len`](Self::len) is 0.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Up to `limit` of the smallest values, in order, one lookup per value.
-    pub fn first(&self, limit: usize) -> Vec<T> {
+    pub(crate) fn first(&self, limit: usize) -> Vec<T> {
         let mut out: Vec<T> = Vec::new();
         let mut last: Option<T> = None;
         while out.len() < limit {

@@ -14,8 +14,9 @@
 //! than these stand-ins": the table in `docs/concurrency.md` cites, for each, the source it was
 //! read from.
 //!
-//! The choice is made on `cfg(loom)` alone, not `all(test, loom)`: the loom tests are integration
-//! tests (`loom-tests/`), so the library they link is built without `cfg(test)`.
+//! The choice is made on `cfg(loom)` alone: the whole crate, not only its tests, runs on loom's
+//! types in a loom build. The models themselves are `cfg(all(test, loom))`
+//! (`src/loom_models/`).
 
 // The facade offers the whole surface the structures need; a given build uses only part of it.
 #![allow(dead_code, unused_imports)]

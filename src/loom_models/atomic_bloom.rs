@@ -1,10 +1,10 @@
 //! `AtomicBloomFilter` under loom: no false negatives, the happens-before hand-off, and how many
 //! racing inserters of one new item are told it is new (exactly one in the word layout).
 
+use crate::{AtomicBloomFilter, Layout};
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use seen::{AtomicBloomFilter, Layout};
 
 const LAYOUTS: [Layout; 2] = [Layout::Word, Layout::Line];
 
@@ -97,7 +97,7 @@ fn racing_new_reports(layout: Layout, threads: usize, racy: bool) -> impl Fn() -
                 let f = Arc::clone(&f);
                 thread::spawn(move || {
                     let new = if racy {
-                        f.__racy_insert("token")
+                        f.racy_insert("token")
                     } else {
                         f.insert("token")
                     };

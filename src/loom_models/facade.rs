@@ -2,10 +2,10 @@
 //! `PendingSet` (the stand-in for `crossbeam_skiplist::SkipSet`). The structures' models build on
 //! these, so the wrappers must themselves keep the contracts they promise.
 
+use crate::sync::{ArcCell, PendingSet};
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use seen::__loom::{ArcCell, PendingSet};
 
 /// Two threads race to replace the same value: exactly one wins, and the cell ends up holding the
 /// winner's value.

@@ -1,16 +1,15 @@
 //! `OverwriteMap` (fingerprints in `AtomicU64` slots) and `ExactOverwriteMap` (keys behind
 //! swappable `Arc`s) under loom. Maps of one bucket, so that every item collides.
 
+use crate::{ExactOverwriteMap, OverwriteMap};
 use loom::sync::Arc;
 use loom::thread;
-use seen::{ExactOverwriteMap, OverwriteMap};
 
-/// The operations the models need, for both maps, plus their broken variants.
+/// The operations the models need, for both maps.
 trait Map: Send + Sync + 'static {
     fn one_bucket() -> Self;
     fn insert(&self, item: &str) -> bool;
     fn contains(&self, item: &str) -> bool;
-    fn racy_forget(&self, item: &str) -> bool;
 }
 
 impl Map for OverwriteMap {
@@ -23,9 +22,6 @@ impl Map for OverwriteMap {
     fn contains(&self, item: &str) -> bool {
         OverwriteMap::contains(self, item)
     }
-    fn racy_forget(&self, item: &str) -> bool {
-        self.__racy_forget(item)
-    }
 }
 
 impl Map for ExactOverwriteMap {
@@ -37,9 +33,6 @@ impl Map for ExactOverwriteMap {
     }
     fn contains(&self, item: &str) -> bool {
         ExactOverwriteMap::contains(self, item)
-    }
-    fn racy_forget(&self, item: &str) -> bool {
-        self.__racy_forget(item)
     }
 }
 
@@ -89,7 +82,7 @@ fn exact_racing_inserts_of_one_item_have_exactly_one_new() {
 #[test]
 #[should_panic(expected = "told new")]
 fn fingerprint_load_then_store_insert_is_not_exactly_once() {
-    exactly_one_new::<OverwriteMap>(2, |m, i| m.__racy_insert(i));
+    exactly_one_new::<OverwriteMap>(2, |m, i| m.racy_insert(i));
 }
 
 /// Two items fight over the single slot while a third thread asks about an item nobody inserted:

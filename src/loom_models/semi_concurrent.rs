@@ -5,10 +5,10 @@
 //! a lookup in the set is a `Relaxed` load, the skip list's replacing `insert` is two steps, its
 //! `len` is approximate, its iteration weakly consistent; the cell's load is an Acquire load.
 
+use crate::SemiConcurrentBloomFilter;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
-use seen::SemiConcurrentBloomFilter;
 
 /// One cache line of bits; compaction only when asked.
 fn tiny() -> Arc<SemiConcurrentBloomFilter> {
@@ -77,7 +77,7 @@ fn no_false_negative_while_compacting() {
 #[test]
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn removing_pending_before_the_swap_loses_items() {
-    reader_during_compaction(|f| f.__compact_removing_first(), |f, x| f.contains(x));
+    reader_during_compaction(|f| f.compact_removing_first(), |f, x| f.contains(x));
 }
 
 /// Twin: without the Acquire fence between the pending set and the snapshot, a reader that
@@ -86,7 +86,7 @@ fn removing_pending_before_the_swap_loses_items() {
 #[test]
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn missing_the_fence_after_the_pending_set_loses_items() {
-    reader_during_compaction(|f| f.compact(), |f, x| f.__contains_without_fence(x));
+    reader_during_compaction(|f| f.compact(), |f, x| f.contains_without_fence(x));
 }
 
 /// Two threads insert the same new item while a third compacts; each inserter checks
@@ -139,7 +139,7 @@ fn same_item_from_two_threads_is_never_lost_while_compacting() {
 #[test]
 #[should_panic(expected = "false negative right after insert(a) returned")]
 fn replacing_pending_insert_loses_the_other_threads_item() {
-    same_item_from_two_threads(|f, x| f.__insert_replacing(x), false);
+    same_item_from_two_threads(|f, x| f.insert_replacing(x), false);
 }
 
 /// Twin: reading the snapshot before the pending set (with no second look at the snapshot)
@@ -147,7 +147,7 @@ fn replacing_pending_insert_loses_the_other_threads_item() {
 #[test]
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn checking_the_snapshot_before_the_pending_set_misses_items() {
-    reader_during_compaction(|f| f.compact(), |f, x| f.__contains_snapshot_first(x));
+    reader_during_compaction(|f| f.compact(), |f, x| f.contains_snapshot_first(x));
 }
 
 /// Two compactions race over the same pending item while the main thread inserts another:

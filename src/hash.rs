@@ -163,6 +163,16 @@ pub(crate) fn remix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Maps a uniform 64-bit hash to `0..n` by multiply-shift: `(hash · n) >> 64`. No `%` and no
+/// power-of-two rounding: uniform for any `n` up to 2^64 (each value gets `floor` or `ceil` of
+/// `2^64 / n` hashes), and monotone in `hash`, so the high bits decide. The one place the crate
+/// turns a hash into an index (a Bloom filter's block, an overwrite map's slot). Part of the
+/// persisted format: never change it.
+#[inline]
+pub(crate) fn reduce(hash: u64, n: u64) -> u64 {
+    ((u128::from(hash) * u128::from(n)) >> 64) as u64
+}
+
 /// Bytes kept inline before the stream moves to a heap-allocated streaming xxh3 state. Covers
 /// integers, UUIDs, 32-byte tokens and most URLs with no allocation.
 const INLINE: usize = 128;

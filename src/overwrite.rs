@@ -18,7 +18,7 @@ use crate::{DedupFilter, Error};
 /// The slot a hash selects among `buckets`, by multiply-shift (no `%`, no power-of-two rounding).
 #[inline]
 fn slot_of(h1: u64, buckets: usize) -> usize {
-    ((u128::from(h1) * buckets as u128) >> 64) as usize
+    crate::hash::reduce(h1, buckets as u64) as usize
 }
 
 /// Checks a bucket count and returns it as a `usize` that can be allocated at `slot_bytes` each.

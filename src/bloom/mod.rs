@@ -100,7 +100,7 @@ impl Params {
     /// The block that `h1` selects, by multiply-shift.
     #[inline]
     pub(crate) fn block(&self, h1: u64) -> usize {
-        ((u128::from(h1) * u128::from(self.blocks)) >> 64) as usize
+        crate::hash::reduce(h1, self.blocks) as usize
     }
 }
 

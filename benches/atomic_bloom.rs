@@ -89,8 +89,7 @@ impl Filter for FastBloom {
 type Make = fn(u64) -> Box<dyn Filter>;
 
 fn seen(layout: Layout, n: u64) -> AtomicBloomFilter {
-    AtomicBloomFilter::builder()
-        .capacity(n)
+    AtomicBloomFilter::builder(n)
         .fpr(FPR)
         .layout(layout)
         .build()
@@ -218,8 +217,7 @@ fn layouts(c: &mut Criterion) {
                 );
             };
         for layout in [Layout::Word, Layout::Line] {
-            let f = AtomicBloomFilter::builder()
-                .capacity(LAYOUT_ITEMS)
+            let f = AtomicBloomFilter::builder(LAYOUT_ITEMS)
                 .fpr(p)
                 .layout(layout)
                 .build()
@@ -249,8 +247,7 @@ fn layouts(c: &mut Criterion) {
     for p in [0.1, 0.01, 0.001] {
         for layout in [Layout::Word, Layout::Line] {
             let make = || {
-                AtomicBloomFilter::builder()
-                    .capacity(LAYOUT_ITEMS)
+                AtomicBloomFilter::builder(LAYOUT_ITEMS)
                     .fpr(p)
                     .layout(layout)
                     .build()

@@ -19,8 +19,7 @@ use seen::{AtomicBloomFilter, SemiConcurrentBloomFilter};
 const BATCH: u64 = 1024;
 
 fn semi(items: u64, segment_bytes: usize) -> SemiConcurrentBloomFilter {
-    SemiConcurrentBloomFilter::builder()
-        .capacity(items)
+    SemiConcurrentBloomFilter::builder(items)
         .fpr(0.01)
         .insertions_before_compact(usize::MAX)
         .segment_bytes(segment_bytes)
@@ -30,8 +29,7 @@ fn semi(items: u64, segment_bytes: usize) -> SemiConcurrentBloomFilter {
 
 /// A filter for `items` at 1% that compacts every 1,024 inserts.
 fn semi_compacting(items: u64) -> SemiConcurrentBloomFilter {
-    SemiConcurrentBloomFilter::builder()
-        .capacity(items)
+    SemiConcurrentBloomFilter::builder(items)
         .fpr(0.01)
         .insertions_before_compact(1024)
         .build()

@@ -84,8 +84,7 @@ fn bloom(c: &mut Criterion) {
         let id = format!("{layout:?}/n=1000,p=0.01");
         group.bench_function(BenchmarkId::new("seen_build", id), |b| {
             b.iter(|| {
-                AtomicBloomFilter::builder()
-                    .capacity(black_box(1000))
+                AtomicBloomFilter::builder(black_box(1000))
                     .fpr(0.01)
                     .layout(layout)
                     .build()

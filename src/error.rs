@@ -19,8 +19,6 @@ pub enum Error {
     ZeroCapacity,
     /// A bucket count of zero.
     ZeroBuckets,
-    /// A builder was asked to build without a required parameter (its name).
-    MissingParameter(&'static str),
     /// A parameter out of its range (what it must be).
     InvalidParameter(&'static str),
     /// The allocator could not provide the memory (the number of bytes asked for).
@@ -66,7 +64,6 @@ impl fmt::Display for Error {
             }
             Self::ZeroCapacity => f.write_str("capacity must be at least 1 item"),
             Self::ZeroBuckets => f.write_str("bucket count must be at least 1"),
-            Self::MissingParameter(name) => write!(f, "the builder needs a {name}"),
             Self::InvalidParameter(what) => write!(f, "invalid parameter: {what}"),
             Self::AllocationFailed { bytes } => {
                 write!(f, "could not allocate {bytes} bytes")

@@ -71,25 +71,26 @@
 
 mod bits;
 mod bloom;
+pub mod builder;
 mod error;
 mod filter;
 pub mod hash;
+mod layout;
 mod overwrite;
 pub mod sizing;
 mod sync;
 
-pub use bloom::{
-    AtomicBloomFilter, AtomicBloomFilterBuilder, CompactionStats, FrozenBloomFilter, Layout,
-    SemiConcurrentBloomFilter, SemiConcurrentBloomFilterBuilder,
-};
+pub use bloom::{AtomicBloomFilter, CompactionStats, FrozenBloomFilter, SemiConcurrentBloomFilter};
 pub use error::Error;
 pub use filter::DedupFilter;
+pub use layout::Layout;
 pub use overwrite::{ExactOverwriteMap, OverwriteMap};
 
 #[cfg(all(test, loom))]
 mod loom_models;
 
-/// Runs the README's Rust examples as doctests.
+// The README's Rust examples, run as doctests. Private: rustdoc tests the docs of private items
+// too, and nothing public exists only for tests.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
-pub struct ReadmeDoctests;
+mod readme_doctests {}

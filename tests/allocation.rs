@@ -49,16 +49,14 @@ fn absurd_sizes_are_errors_for_every_constructor() {
         for layout in [Layout::Word, Layout::Line] {
             refused(
                 "AtomicBloomFilter builder",
-                AtomicBloomFilter::builder()
-                    .capacity(capacity)
+                AtomicBloomFilter::builder(capacity)
                     .fpr(0.01)
                     .layout(layout)
                     .build(),
             );
             refused(
                 "SemiConcurrentBloomFilter builder",
-                SemiConcurrentBloomFilter::builder()
-                    .capacity(capacity)
+                SemiConcurrentBloomFilter::builder(capacity)
                     .fpr(0.01)
                     .layout(layout)
                     .build(),
@@ -95,8 +93,7 @@ fn absurd_sizes_are_errors_for_every_constructor() {
     // And a size that fits the cap is still granted: the cap is not what makes these fail.
     assert!(AtomicBloomFilter::with_capacity(1_000_000, 0.01).is_ok());
     assert!(
-        SemiConcurrentBloomFilter::builder()
-            .capacity(1_000_000)
+        SemiConcurrentBloomFilter::builder(1_000_000)
             .build()
             .is_ok()
     );

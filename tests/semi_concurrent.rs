@@ -9,8 +9,7 @@ use seen::{DedupFilter, Error, Layout, SemiConcurrentBloomFilter};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn filter(capacity: u64, ibc: usize) -> SemiConcurrentBloomFilter {
-    SemiConcurrentBloomFilter::builder()
-        .capacity(capacity)
+    SemiConcurrentBloomFilter::builder(capacity)
         .fpr(0.01)
         .insertions_before_compact(ibc)
         .build()
@@ -59,8 +58,7 @@ fn snapshots_are_consistent_and_immutable() {
 #[test]
 fn segmented_compaction_copies_only_touched_segments_and_matches_a_full_copy() {
     let segmented = filter(1_000_000, 1 << 30);
-    let full = SemiConcurrentBloomFilter::builder()
-        .capacity(1_000_000)
+    let full = SemiConcurrentBloomFilter::builder(1_000_000)
         .segment_bytes(usize::MAX / 2)
         .insertions_before_compact(1 << 30)
         .build()
@@ -96,8 +94,7 @@ fn no_false_negative_while_compacting() {
     let all = keys(4, 1_000_000);
     let (a, b) = all.split_at(all.len() / 2);
     for layout in [Layout::Word, Layout::Line] {
-        let f = SemiConcurrentBloomFilter::builder()
-            .capacity(1_000_000)
+        let f = SemiConcurrentBloomFilter::builder(1_000_000)
             .fpr(0.01)
             .layout(layout)
             .insertions_before_compact(64)
@@ -163,21 +160,13 @@ fn shared_trait_errors_and_debug() {
     assert!(dynamic.insert("x") && dynamic.contains("x") && !dynamic.insert("x"));
     assert!(format!("{f:?}").contains("insertions_before_compact: 10"));
     assert!(matches!(
-        SemiConcurrentBloomFilter::builder().build(),
-        Err(Error::MissingParameter("capacity"))
-    ));
-    assert!(matches!(
-        SemiConcurrentBloomFilter::builder()
-            .capacity(10)
+        SemiConcurrentBloomFilter::builder(10)
             .insertions_before_compact(0)
             .build(),
         Err(Error::InvalidParameter(_))
     ));
     assert!(matches!(
-        SemiConcurrentBloomFilter::builder()
-            .capacity(10)
-            .fpr(2.0)
-            .build(),
+        SemiConcurrentBloomFilter::builder(10).fpr(2.0).build(),
         Err(Error::InvalidFpr(_))
     ));
 }
@@ -201,8 +190,7 @@ fn same_keys_from_two_threads_are_never_lost_at_any_compaction_rate() {
         (usize::MAX, false), // never compacts: every key stays pending
         (usize::MAX, true),  // compacts only from the third thread
     ] {
-        let f = SemiConcurrentBloomFilter::builder()
-            .capacity(1_000_000)
+        let f = SemiConcurrentBloomFilter::builder(1_000_000)
             .fpr(1e-9)
             .layout(Layout::Line)
             .insertions_before_compact(ibc)

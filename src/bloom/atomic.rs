@@ -3,11 +3,12 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::{Layout, Params, line_masks, word_mask};
+use super::{AtomicOptions, BloomBuilder, Probe};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::Relaxed;
-use crate::{DedupFilter, Error};
+use crate::{DedupFilter, Error, Layout};
 
 /// How many items `insert_all` hashes ahead of touching memory.
 const BATCH: usize = 16;
@@ -44,9 +45,7 @@ const PREFETCH_MIN_BYTES: u64 = 32 << 20;
 /// ```
 pub struct AtomicBloomFilter<H = StableHasher> {
     bits: AtomicBits,
-    params: Params,
-    capacity: u64,
-    fpr: f64,
+    sizing: BlockedSizing,
     hasher: H,
 }
 
@@ -71,18 +70,17 @@ impl AtomicBloomFilter {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self, Error> {
-        Self::builder().capacity(capacity).fpr(fpr).build()
+        Self::builder(capacity).fpr(fpr).build()
     }
 
-    /// A builder, to choose the layout or the hasher. Defaults: `fpr` 0.01, [`Layout::Word`],
-    /// [`StableHasher`]; the capacity is required.
+    /// A builder for `capacity` distinct items, to choose the rate, the layout or the hasher.
+    /// Defaults: `fpr` 0.01, [`Layout::Word`], [`StableHasher`].
     ///
     /// # Examples
     ///
     /// ```
     /// use seen::{AtomicBloomFilter, Layout};
-    /// let filter = AtomicBloomFilter::builder()
-    ///     .capacity(1_000_000)
+    /// let filter = AtomicBloomFilter::builder(1_000_000)
     ///     .fpr(0.001)
     ///     .layout(Layout::Line)
     ///     .hasher(std::hash::RandomState::new())
@@ -90,13 +88,8 @@ impl AtomicBloomFilter {
     /// assert_eq!(filter.layout(), Layout::Line);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn builder() -> AtomicBloomFilterBuilder {
-        AtomicBloomFilterBuilder {
-            capacity: None,
-            fpr: 0.01,
-            layout: Layout::default(),
-            hasher: StableHasher::new(),
-        }
+    pub fn builder(capacity: u64) -> BloomBuilder<AtomicOptions> {
+        BloomBuilder::new(capacity, AtomicOptions::default())
     }
 }
 
@@ -152,13 +145,10 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// ```
     #[inline]
     pub fn insert_hash(&self, hash: Hash128) -> bool {
-        let block = self.params.block(hash.h1);
-        let k = self.params.hashes;
-        match self.params.layout {
-            Layout::Word => insert_word(self.bits.word(block), word_mask(hash.h2, k)),
-            Layout::Line => {
-                let line = &self.bits.line(block).0;
-                let masks = line_masks(hash.h2, k);
+        match Probe::new(hash, &self.sizing) {
+            Probe::Word { word, mask } => insert_word(self.bits.word(word), mask),
+            Probe::Line { line, masks } => {
+                let line = &self.bits.line(line).0;
                 // Read the whole line first (branch-free), then write only the words that miss
                 // bits: one mispredictable loop exit instead of one branch per word.
                 let mut missing = 0u32;
@@ -179,16 +169,10 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// [`contains`](Self::contains) of an already computed hash.
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
-        let block = self.params.block(hash.h1);
-        let k = self.params.hashes;
-        match self.params.layout {
-            Layout::Word => {
-                let mask = word_mask(hash.h2, k);
-                self.bits.word(block).load(Relaxed) & mask == mask
-            }
-            Layout::Line => {
-                let line = &self.bits.line(block).0;
-                let masks = line_masks(hash.h2, k);
+        match Probe::new(hash, &self.sizing) {
+            Probe::Word { word, mask } => self.bits.word(word).load(Relaxed) & mask == mask,
+            Probe::Line { line, masks } => {
+                let line = &self.bits.line(line).0;
                 let mut all = true;
                 for (word, &mask) in line.iter().zip(&masks) {
                     all &= word.load(Relaxed) & mask == mask;
@@ -219,7 +203,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
     {
-        if self.params.layout != Layout::Word || self.memory_bytes() < PREFETCH_MIN_BYTES {
+        if self.sizing.layout != Layout::Word || self.memory_bytes() < PREFETCH_MIN_BYTES {
             return items.into_iter().filter(|item| self.insert(*item)).count();
         }
         let mut new = 0;
@@ -266,15 +250,12 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// double as prefetches), then the writes, skipping words that already held all the bits.
     #[inline]
     fn insert_batch(&self, hashes: &[Hash128]) -> usize {
-        let k = self.params.hashes;
         let mut targets = [(0usize, 0u64, 0u64); BATCH];
-        for (t, h) in targets.iter_mut().zip(hashes) {
-            let block = self.params.block(h.h1);
-            *t = (
-                block,
-                word_mask(h.h2, k),
-                self.bits.word(block).load(Relaxed),
-            );
+        for (t, &h) in targets.iter_mut().zip(hashes) {
+            // Only called for the word layout.
+            if let Probe::Word { word, mask } = Probe::new(h, &self.sizing) {
+                *t = (word, mask, self.bits.word(word).load(Relaxed));
+            }
         }
         let mut new = 0;
         for &(block, mask, seen) in &targets[..hashes.len()] {
@@ -323,8 +304,8 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         }
         // The expected fraction of a block's bits one item sets.
         let per_item =
-            crate::sizing::per_item_fill(f64::from(self.params.hashes), self.params.layout);
-        (-(self.params.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
+            crate::sizing::per_item_fill(f64::from(self.sizing.hashes), self.sizing.layout);
+        (-(self.sizing.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
     }
 
     /// The false-positive rate of the filter as it is now: the probability that an item never
@@ -342,8 +323,8 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn estimated_fpr(&self) -> f64 {
-        let k = self.params.hashes as i32;
-        let block = self.params.layout.block_bits();
+        let k = self.sizing.hashes as i32;
+        let block = self.sizing.layout.block_bits();
         let table: Vec<f64> = (0..=block)
             .map(|s| (f64::from(s) / f64::from(block)).powi(k))
             .collect();
@@ -357,17 +338,33 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
                 set = 0;
             }
         }
-        sum / self.params.blocks as f64
+        sum / self.sizing.blocks as f64
     }
 
     /// The number of distinct items the filter was sized for.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.sizing.capacity
     }
 
     /// The target false-positive rate at capacity.
     pub fn fpr(&self) -> f64 {
-        self.fpr
+        self.sizing.fpr
+    }
+
+    /// The filter's size: [`sizing::blocked`](crate::sizing::blocked) of its capacity, fpr and
+    /// layout, which it was built from (bits, `k`, blocks, the expected rate at capacity).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{AtomicBloomFilter, Layout, sizing};
+    /// let filter = AtomicBloomFilter::with_capacity(1_000_000, 0.01)?;
+    /// assert_eq!(filter.sizing(), sizing::blocked(1_000_000, 0.01, Layout::Word)?);
+    /// assert_eq!(filter.sizing().bytes(), filter.memory_bytes());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn sizing(&self) -> BlockedSizing {
+        self.sizing
     }
 
     /// The number of bits, a multiple of 512 (whole cache lines).
@@ -385,22 +382,22 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn bit_len(&self) -> u64 {
-        self.params.bits()
+        self.sizing.bits
     }
 
-    /// The memory the bits take, in bytes.
+    /// The memory the bits take, in bytes: the size of the allocation.
     pub fn memory_bytes(&self) -> u64 {
-        self.bit_len() / 8
+        self.bits.words() as u64 * 8
     }
 
     /// `k`, the number of bits set per item.
     pub fn hashes(&self) -> u32 {
-        self.params.hashes
+        self.sizing.hashes
     }
 
     /// The block layout.
     pub fn layout(&self) -> Layout {
-        self.params.layout
+        self.sizing.layout
     }
 
     /// The hasher, to precompute hashes for [`insert_hash`](Self::insert_hash).
@@ -430,9 +427,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// read-modify-write is needed. Loom must catch two threads both told "new".
     #[cfg(all(test, loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let hash = self.hasher.hash_item(item);
-        let word = self.bits.word(self.params.block(hash.h1));
-        let mask = word_mask(hash.h2, self.params.hashes);
+        let Probe::Word { word, mask } = Probe::new(self.hasher.hash_item(item), &self.sizing)
+        else {
+            unreachable!("the twin models the word layout");
+        };
+        let word = self.bits.word(word);
         let seen = word.load(Relaxed);
         word.store(seen | mask, Relaxed);
         seen & mask != mask
@@ -461,74 +460,35 @@ impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {
     }
 }
 
+impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for AtomicBloomFilter<H> {
+    /// Inserts every item, as [`insert_all`](AtomicBloomFilter::insert_all).
+    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
+        self.insert_all(items);
+    }
+}
+
 impl<H> fmt::Debug for AtomicBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AtomicBloomFilter")
-            .field("capacity", &self.capacity)
-            .field("fpr", &self.fpr)
-            .field("layout", &self.params.layout)
-            .field("bits", &self.params.bits())
-            .field("hashes", &self.params.hashes)
+            .field("sizing", &self.sizing)
             .finish_non_exhaustive()
     }
 }
 
-/// Builds an [`AtomicBloomFilter`]; see [`AtomicBloomFilter::builder`].
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct AtomicBloomFilterBuilder<H = StableHasher> {
-    capacity: Option<u64>,
-    fpr: f64,
-    layout: Layout,
-    hasher: H,
-}
-
-impl<H: ItemHasher> AtomicBloomFilterBuilder<H> {
-    /// The number of distinct items to size for (required).
-    pub fn capacity(mut self, capacity: u64) -> Self {
-        self.capacity = Some(capacity);
-        self
-    }
-
-    /// The false-positive rate to meet at capacity (default 0.01).
-    pub fn fpr(mut self, fpr: f64) -> Self {
-        self.fpr = fpr;
-        self
-    }
-
-    /// The block layout (default [`Layout::Word`]).
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
-        self
-    }
-
-    /// The hasher: a [`StableHasher`] with another seed, or any [`std::hash::BuildHasher`].
-    pub fn hasher<H2: ItemHasher>(self, hasher: H2) -> AtomicBloomFilterBuilder<H2> {
-        AtomicBloomFilterBuilder {
-            capacity: self.capacity,
-            fpr: self.fpr,
-            layout: self.layout,
-            hasher,
-        }
-    }
-
+impl<H: ItemHasher> BloomBuilder<AtomicOptions, H> {
     /// Sizes and allocates the filter.
     ///
     /// # Errors
     ///
-    /// [`Error::MissingParameter`] without a capacity, and the errors of
-    /// [`AtomicBloomFilter::with_capacity`].
+    /// As [`AtomicBloomFilter::with_capacity`].
     pub fn build(self) -> Result<AtomicBloomFilter<H>, Error> {
-        let capacity = self.capacity.ok_or(Error::MissingParameter("capacity"))?;
-        let params = Params::for_capacity(capacity, self.fpr, self.layout)?;
-        let bits = AtomicBits::new(params.lines())?;
-        debug_assert_eq!(bits.words() as u64 * 64, params.bits());
+        let (sizing, hasher, AtomicOptions {}) = self.into_parts()?;
+        let bits = AtomicBits::new(sizing.lines())?;
+        debug_assert_eq!(bits.words() as u64 * 64, sizing.bits);
         Ok(AtomicBloomFilter {
             bits,
-            params,
-            capacity,
-            fpr: self.fpr,
-            hasher: self.hasher,
+            sizing,
+            hasher,
         })
     }
 }

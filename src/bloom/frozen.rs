@@ -5,11 +5,12 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::{Layout, Params, line_masks, word_mask};
-use crate::Error;
+use super::Probe;
 use crate::bits::{LINE_WORDS, probe_allocation, try_boxed_slice};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sizing::BlockedSizing;
 use crate::sync::Arc;
+use crate::{Error, Layout};
 
 /// One segment of bits: plain words, never modified once shared.
 struct Segment(Box<[u64]>);
@@ -25,7 +26,7 @@ struct Segment(Box<[u64]>);
 /// # Examples
 ///
 /// ```
-/// let filter = seen::SemiConcurrentBloomFilter::builder().capacity(1000).build()?;
+/// let filter = seen::SemiConcurrentBloomFilter::with_capacity(1000, 0.01)?;
 /// filter.insert("a");
 /// filter.compact();
 /// let snapshot = filter.snapshot(); // an Arc<FrozenBloomFilter>, never changes
@@ -35,9 +36,7 @@ struct Segment(Box<[u64]>);
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct FrozenBloomFilter<H = StableHasher> {
-    params: Params,
-    capacity: u64,
-    fpr: f64,
+    sizing: BlockedSizing,
     segment_words: usize,
     segments: Box<[Arc<Segment>]>,
     hasher: H,
@@ -48,14 +47,12 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     ///
     /// Allocates every segment now, fallibly: [`Error::AllocationFailed`] instead of an abort.
     pub(crate) fn empty(
-        params: Params,
-        capacity: u64,
-        fpr: f64,
+        sizing: BlockedSizing,
         segment_words: usize,
         hasher: H,
     ) -> Result<Self, Error> {
         debug_assert!(segment_words > 0 && segment_words % LINE_WORDS == 0);
-        let words = params.lines() * LINE_WORDS;
+        let words = sizing.lines() * LINE_WORDS;
         // The segments are many small allocations, each of which an overcommitting allocator
         // grants until memory really runs out; asking once for the whole size first turns an
         // absurd size into an error instead of an out-of-memory kill halfway through.
@@ -72,24 +69,11 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             segments.push(Arc::new(Segment(try_boxed_slice(len, || 0u64)?)));
         }
         Ok(Self {
-            params,
-            capacity,
-            fpr,
+            sizing,
             segment_words,
             segments: segments.into_boxed_slice(),
             hasher,
         })
-    }
-
-    /// The first word of the block `hash` selects, and the masks of its words.
-    #[inline]
-    fn probe(&self, hash: Hash128) -> (usize, Masks) {
-        let block = self.params.block(hash.h1);
-        let k = self.params.hashes;
-        match self.params.layout {
-            Layout::Word => (block, Masks::Word(word_mask(hash.h2, k))),
-            Layout::Line => (block * LINE_WORDS, Masks::Line(line_masks(hash.h2, k))),
-        }
     }
 
     /// Whether `item` is possibly in the filter (`false`: certainly not).
@@ -101,26 +85,22 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     /// [`contains`](Self::contains) of a precomputed hash.
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
-        let (word, masks) = self.probe(hash);
+        let probe = Probe::new(hash, &self.sizing);
+        let word = probe.first_word();
+        // A block never straddles segments: both are whole cache lines.
         let segment = &self.segments[word / self.segment_words].0;
-        let at = word % self.segment_words;
-        match masks {
-            Masks::Word(mask) => segment[at] & mask == mask,
-            Masks::Line(masks) => segment[at..at + LINE_WORDS]
-                .iter()
-                .zip(&masks)
-                .all(|(w, m)| w & m == *m),
-        }
+        probe.is_set_in(&segment[word % self.segment_words..])
     }
 
     /// A new filter holding this one's items and `hashes`: copies only the segments the hashes
     /// touch, and shares the others with `self`.
     pub(crate) fn with_hashes(&self, hashes: &[Hash128]) -> Self {
-        let mut targets: Vec<(usize, usize, Masks)> = hashes
+        let mut targets: Vec<(usize, usize, Probe)> = hashes
             .iter()
             .map(|&h| {
-                let (word, masks) = self.probe(h);
-                (word / self.segment_words, word % self.segment_words, masks)
+                let probe = Probe::new(h, &self.sizing);
+                let word = probe.first_word();
+                (word / self.segment_words, word % self.segment_words, probe)
             })
             .collect();
         targets.sort_unstable_by_key(|t| t.0);
@@ -128,22 +108,13 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         for group in targets.chunk_by(|a, b| a.0 == b.0) {
             let index = group[0].0;
             let mut words = self.segments[index].0.to_vec();
-            for &(_, at, masks) in group {
-                match masks {
-                    Masks::Word(mask) => words[at] |= mask,
-                    Masks::Line(masks) => {
-                        for (w, m) in words[at..at + LINE_WORDS].iter_mut().zip(&masks) {
-                            *w |= m;
-                        }
-                    }
-                }
+            for (_, at, probe) in group {
+                probe.set_in(&mut words[*at..]);
             }
             segments[index] = Arc::new(Segment(words.into_boxed_slice()));
         }
         Self {
-            params: self.params,
-            capacity: self.capacity,
-            fpr: self.fpr,
+            sizing: self.sizing,
             segment_words: self.segment_words,
             segments: segments.into_boxed_slice(),
             hasher: self.hasher.clone(),
@@ -152,27 +123,38 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
 
     /// The number of bits (a multiple of 512).
     pub fn bit_len(&self) -> u64 {
-        self.params.bits()
+        self.sizing.bits
+    }
+
+    /// The memory the bits take, in bytes: the sum of the segments (some of which may be
+    /// shared with other snapshots).
+    pub fn memory_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.0.len() as u64 * 8).sum()
     }
 
     /// `k`, the bits set per item.
     pub fn hashes(&self) -> u32 {
-        self.params.hashes
+        self.sizing.hashes
     }
 
     /// The block layout.
     pub fn layout(&self) -> Layout {
-        self.params.layout
+        self.sizing.layout
     }
 
     /// The number of items the filter was sized for.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.sizing.capacity
     }
 
     /// The target false-positive rate at capacity.
     pub fn fpr(&self) -> f64 {
-        self.fpr
+        self.sizing.fpr
+    }
+
+    /// The filter's size, as [`AtomicBloomFilter::sizing`](crate::AtomicBloomFilter::sizing).
+    pub fn sizing(&self) -> BlockedSizing {
+        self.sizing
     }
 
     /// The number of segments the bits are split into.
@@ -186,21 +168,10 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     }
 }
 
-/// The masks of one probe: one word, or the 8 words of a line.
-#[derive(Clone, Copy)]
-enum Masks {
-    Word(u64),
-    Line([u64; LINE_WORDS]),
-}
-
 impl<H> fmt::Debug for FrozenBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FrozenBloomFilter")
-            .field("capacity", &self.capacity)
-            .field("fpr", &self.fpr)
-            .field("layout", &self.params.layout)
-            .field("bits", &self.params.bits())
-            .field("hashes", &self.params.hashes)
+            .field("sizing", &self.sizing)
             .field("segments", &self.segments.len())
             .finish_non_exhaustive()
     }

@@ -5,7 +5,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::frozen::FrozenBloomFilter;
-use super::{Layout, Params};
+use super::{BloomBuilder, SemiOptions};
 use crate::bits::LINE_WORDS;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Ordering::{Acquire, Relaxed};
@@ -35,8 +35,7 @@ use crate::{DedupFilter, Error};
 /// ```
 /// use seen::SemiConcurrentBloomFilter;
 ///
-/// let f = SemiConcurrentBloomFilter::builder()
-///     .capacity(1_000_000)
+/// let f = SemiConcurrentBloomFilter::builder(1_000_000)
 ///     .fpr(0.001)
 ///     .insertions_before_compact(1024)
 ///     .build()?;
@@ -66,17 +65,30 @@ pub struct CompactionStats {
 }
 
 impl SemiConcurrentBloomFilter {
-    /// A builder: capacity (required), fpr (default 0.01), `insertions_before_compact`
-    /// (default 1024), layout (default [`Layout::Word`]), hasher, segment size (default 4 KiB).
-    pub fn builder() -> SemiConcurrentBloomFilterBuilder {
-        SemiConcurrentBloomFilterBuilder {
-            capacity: None,
-            fpr: 0.01,
-            insertions_before_compact: 1024,
-            layout: Layout::default(),
-            segment_bytes: 4096,
-            hasher: StableHasher::new(),
-        }
+    /// A filter for `capacity` distinct items at false-positive rate `fpr`, with the defaults
+    /// of [`builder`](Self::builder).
+    ///
+    /// # Errors
+    ///
+    /// As [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::SemiConcurrentBloomFilter::with_capacity(1_000_000, 0.01)?;
+    /// assert!(filter.insert("a") && filter.contains("a"));
+    /// assert_eq!(filter.insertions_before_compact(), 1024);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_capacity(capacity: u64, fpr: f64) -> Result<Self, Error> {
+        Self::builder(capacity).fpr(fpr).build()
+    }
+
+    /// A builder for `capacity` distinct items. Defaults: `fpr` 0.01,
+    /// [`Layout::Word`](crate::Layout::Word), [`StableHasher`], a compaction every 1024
+    /// pending inserts, 4 KiB segments.
+    pub fn builder(capacity: u64) -> BloomBuilder<SemiOptions> {
+        BloomBuilder::new(capacity, SemiOptions::default())
     }
 }
 
@@ -235,6 +247,17 @@ impl<T: Hash + ?Sized, H: ItemHasher + Clone> DedupFilter<T> for SemiConcurrentB
     }
 }
 
+impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher + Clone> Extend<&'a T>
+    for SemiConcurrentBloomFilter<H>
+{
+    /// Inserts every item, one [`insert`](SemiConcurrentBloomFilter::insert) at a time.
+    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
+        for item in items {
+            self.insert(item);
+        }
+    }
+}
+
 impl<H> fmt::Debug for SemiConcurrentBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemiConcurrentBloomFilter")
@@ -245,100 +268,49 @@ impl<H> fmt::Debug for SemiConcurrentBloomFilter<H> {
     }
 }
 
-/// Builds a [`SemiConcurrentBloomFilter`]; see [`SemiConcurrentBloomFilter::builder`].
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct SemiConcurrentBloomFilterBuilder<H = StableHasher> {
-    capacity: Option<u64>,
-    fpr: f64,
-    insertions_before_compact: usize,
-    layout: Layout,
-    segment_bytes: usize,
-    hasher: H,
-}
-
-impl<H: ItemHasher + Clone> SemiConcurrentBloomFilterBuilder<H> {
-    /// The number of distinct items to size for (required).
-    pub fn capacity(mut self, capacity: u64) -> Self {
-        self.capacity = Some(capacity);
-        self
-    }
-
-    /// The false-positive rate to meet at capacity (default 0.01).
-    pub fn fpr(mut self, fpr: f64) -> Self {
-        self.fpr = fpr;
-        self
-    }
-
+impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
     /// Compact when this many hashes are pending (default 1024, at least 1).
     pub fn insertions_before_compact(mut self, n: usize) -> Self {
-        self.insertions_before_compact = n;
-        self
-    }
-
-    /// The block layout (default [`Layout::Word`]).
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.options_mut().insertions_before_compact = n;
         self
     }
 
     /// The size of the copy-on-write segments, rounded up to whole 64-byte lines (default
     /// 4096). A segment as large as the filter makes every compaction copy the whole filter.
     pub fn segment_bytes(mut self, bytes: usize) -> Self {
-        self.segment_bytes = bytes;
+        self.options_mut().segment_bytes = bytes;
         self
-    }
-
-    /// The hasher (must be `Clone`: each snapshot keeps one).
-    pub fn hasher<H2: ItemHasher + Clone>(
-        self,
-        hasher: H2,
-    ) -> SemiConcurrentBloomFilterBuilder<H2> {
-        SemiConcurrentBloomFilterBuilder {
-            capacity: self.capacity,
-            fpr: self.fpr,
-            insertions_before_compact: self.insertions_before_compact,
-            layout: self.layout,
-            segment_bytes: self.segment_bytes,
-            hasher,
-        }
     }
 
     /// Sizes and allocates the filter.
     ///
     /// # Errors
     ///
-    /// [`Error::MissingParameter`] without a capacity, [`Error::InvalidParameter`] for
-    /// `insertions_before_compact == 0` or a zero segment size, and the errors of
+    /// [`Error::InvalidParameter`] for `insertions_before_compact == 0` or a zero segment size,
+    /// and the errors of
     /// [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity): an
     /// absurd capacity is [`Error::TooLarge`] or [`Error::AllocationFailed`], never an abort.
     /// All the bits are allocated here; a compaction later copies only the segments it touches.
     pub fn build(self) -> Result<SemiConcurrentBloomFilter<H>, Error> {
-        let capacity = self.capacity.ok_or(Error::MissingParameter("capacity"))?;
-        if self.insertions_before_compact == 0 {
+        let options = *self.options();
+        if options.insertions_before_compact == 0 {
             return Err(Error::InvalidParameter(
                 "insertions_before_compact must be at least 1",
             ));
         }
-        if self.segment_bytes == 0 {
+        if options.segment_bytes == 0 {
             return Err(Error::InvalidParameter("segment_bytes must be at least 1"));
         }
-        let params = Params::for_capacity(capacity, self.fpr, self.layout)?;
-        let segment_words = self.segment_bytes.div_ceil(64) * LINE_WORDS;
-        let empty = FrozenBloomFilter::empty(
-            params,
-            capacity,
-            self.fpr,
-            segment_words,
-            self.hasher.clone(),
-        )?;
+        let (sizing, hasher, _) = self.into_parts()?;
+        let segment_words = options.segment_bytes.div_ceil(64) * LINE_WORDS;
+        let empty = FrozenBloomFilter::empty(sizing, segment_words, hasher.clone())?;
         Ok(SemiConcurrentBloomFilter {
             current: ArcCell::new(Arc::new(empty)),
             pending: PendingSet::new(),
-            insertions_before_compact: self.insertions_before_compact,
+            insertions_before_compact: options.insertions_before_compact,
             attempted: AtomicU64::new(0),
             won: AtomicU64::new(0),
-            hasher: self.hasher,
+            hasher,
         })
     }
 }

@@ -13,8 +13,7 @@ use loom::thread;
 /// One cache line of bits; compaction only when asked.
 fn tiny() -> Arc<SemiConcurrentBloomFilter> {
     Arc::new(
-        SemiConcurrentBloomFilter::builder()
-            .capacity(4)
+        SemiConcurrentBloomFilter::builder(4)
             .fpr(0.1)
             .insertions_before_compact(1000)
             .build()

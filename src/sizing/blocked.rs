@@ -5,19 +5,25 @@
 use super::{check_capacity, check_fpr, max_bits};
 use crate::{Error, Layout};
 
-/// The size of one of the crate's blocked Bloom filters ([`AtomicBloomFilter`] and
-/// [`SemiConcurrentBloomFilter`]), as their constructors compute it.
+/// The size of one of the crate's blocked Bloom filters, exactly as their constructors compute
+/// it: [`AtomicBloomFilter`] and [`SemiConcurrentBloomFilter`] are built from this value (their
+/// `sizing()` returns it), so `bytes()` here is what they allocate.
 ///
 /// [`AtomicBloomFilter`]: crate::AtomicBloomFilter
 /// [`SemiConcurrentBloomFilter`]: crate::SemiConcurrentBloomFilter
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BlockedSizing {
     /// Where each item's bits live.
     pub layout: Layout,
     /// The number of items the filter is sized for.
     pub capacity: u64,
+    /// The target false-positive rate at capacity, as asked for.
+    pub fpr: f64,
     /// The number of bits: whole 512-bit cache lines.
     pub bits: u64,
+    /// The number of blocks: `bits` over the layout's block size (64 or 512 bits).
+    pub blocks: u64,
     /// The number of bit positions each item draws, `k`.
     pub hashes: u32,
     /// The expected false-positive rate after `capacity` distinct items, by the exact model of
@@ -34,6 +40,12 @@ impl BlockedSizing {
     /// Bits per item at capacity.
     pub fn bits_per_item(&self) -> f64 {
         self.bits as f64 / self.capacity as f64
+    }
+
+    /// The number of 64-byte cache lines the bits take.
+    pub(crate) fn lines(&self) -> usize {
+        // The sizing refuses more bits than this machine addresses (`max_bits`).
+        (self.bits / 512) as usize
     }
 }
 
@@ -100,11 +112,14 @@ pub fn blocked(capacity: u64, fpr: f64, layout: Layout) -> Result<BlockedSizing,
         });
     }
     let bits = lines as u64 * 512;
-    let load = capacity as f64 / (bits / u64::from(layout.block_bits())) as f64;
+    let blocks = bits / u64::from(layout.block_bits());
+    let load = capacity as f64 / blocks as f64;
     Ok(BlockedSizing {
         layout,
         capacity,
+        fpr,
         bits,
+        blocks,
         hashes: choice.hashes(),
         expected_fpr: choice.fpr(load),
     })

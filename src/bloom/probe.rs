@@ -1,0 +1,239 @@
+//! The probe: where one item's bits are, computed once from its hash and the filter's sizing.
+//! Every Bloom filter of the crate (atomic, frozen, semi-concurrent) reads and writes through it,
+//! so a hash inserted in one is found at the same bits in another, and the persisted format has
+//! one definition of the bit positions.
+//!
+//! `h1` picks the block by multiply-shift ([`reduce`]: no `%`, uniform for any number of
+//! blocks); `h2` is cut into 6-bit (word) or 9-bit (line) fields, lowest first, that pick the
+//! `k` bit positions in the block (with replacement: a fixed, branch-free number of draws, whose
+//! repeats the sizing model counts); when the fields run out, the next come from `remix(h2)`,
+//! `remix(remix(h2))`, ...
+
+use crate::Layout;
+use crate::bits::LINE_WORDS;
+use crate::hash::{Hash128, reduce, remix};
+use crate::sizing::BlockedSizing;
+
+/// One item's bits in a filter: its block and the masks to test or set there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// [`Layout::Word`]: all bits in the word at this index.
+    Word {
+        /// The index of the word among the filter's words.
+        word: usize,
+        /// The bits, `k` draws (some may repeat).
+        mask: u64,
+    },
+    /// [`Layout::Line`]: all bits in the cache line at this index, one mask per word.
+    Line {
+        /// The index of the line among the filter's lines.
+        line: usize,
+        /// The bits of each of the line's 8 words.
+        masks: [u64; LINE_WORDS],
+    },
+}
+
+impl Probe {
+    /// The probe of `hash` in a filter of this sizing.
+    #[inline]
+    pub(crate) fn new(hash: Hash128, sizing: &BlockedSizing) -> Self {
+        // `blocks` fits a `usize`: the sizing refuses filters this machine cannot address.
+        let block = reduce(hash.h1, sizing.blocks) as usize;
+        match sizing.layout {
+            Layout::Word => Self::Word {
+                word: block,
+                mask: word_mask(hash.h2, sizing.hashes),
+            },
+            Layout::Line => Self::Line {
+                line: block,
+                masks: line_masks(hash.h2, sizing.hashes),
+            },
+        }
+    }
+
+    /// The index of the block's first word among the filter's words.
+    #[inline]
+    pub(crate) fn first_word(&self) -> usize {
+        match *self {
+            Self::Word { word, .. } => word,
+            Self::Line { line, .. } => line * LINE_WORDS,
+        }
+    }
+
+    /// Whether `words`, the block's words from [`first_word`](Self::first_word) on, hold every
+    /// bit of the probe.
+    #[inline]
+    pub(crate) fn is_set_in(&self, words: &[u64]) -> bool {
+        match self {
+            Self::Word { mask, .. } => words[0] & mask == *mask,
+            Self::Line { masks, .. } => words[..LINE_WORDS]
+                .iter()
+                .zip(masks)
+                .fold(true, |all, (w, m)| all & (w & m == *m)),
+        }
+    }
+
+    /// Sets the probe's bits in `words`, the block's words from
+    /// [`first_word`](Self::first_word) on.
+    #[inline]
+    pub(crate) fn set_in(&self, words: &mut [u64]) {
+        match self {
+            Self::Word { mask, .. } => words[0] |= mask,
+            Self::Line { masks, .. } => {
+                for (w, m) in words[..LINE_WORDS].iter_mut().zip(masks) {
+                    *w |= m;
+                }
+            }
+        }
+    }
+}
+
+/// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first
+/// (then from `remix(h2)`, `remix(remix(h2))`, ... after 10 fields). Positions may repeat: a
+/// fixed number of draws keeps the loop branch-free, and the sizing model counts the repeats.
+#[inline]
+fn word_mask(h2: u64, k: u32) -> u64 {
+    let (mut state, mut left, mut mask) = (h2, k, 0u64);
+    loop {
+        let mut x = state;
+        for _ in 0..left.min(10) {
+            mask |= 1u64 << (x & 63);
+            x >>= 6;
+        }
+        left = left.saturating_sub(10);
+        if left == 0 {
+            return mask;
+        }
+        state = remix(state);
+    }
+}
+
+/// The line layout's masks, one per word: `k` positions drawn from `h2` as 9-bit fields (7 per
+/// 64 bits, then from `remix(h2)`, ...). Positions may repeat, as in [`word_mask`].
+#[inline]
+fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
+    let (mut state, mut left) = (h2, k);
+    let mut masks = [0u64; LINE_WORDS];
+    loop {
+        let mut x = state;
+        for _ in 0..left.min(7) {
+            let pos = (x & 511) as usize;
+            masks[pos >> 6] |= 1u64 << (pos & 63);
+            x >>= 9;
+        }
+        left = left.saturating_sub(7);
+        if left == 0 {
+            return masks;
+        }
+        state = remix(state);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sizing::blocked;
+
+    #[test]
+    fn masks_have_at_most_k_bits_and_usually_k() {
+        let mut total = [0u64; 2];
+        for h in (0..2000u64).map(remix) {
+            for k in 1..=20 {
+                let word = word_mask(h, k).count_ones();
+                let line: u32 = line_masks(h, k).iter().map(|m| m.count_ones()).sum();
+                assert!((1..=k).contains(&word) && (1..=k).contains(&line));
+                total[0] += u64::from(word);
+                total[1] += u64::from(line);
+            }
+        }
+        // Expected distinct positions: B (1 - (1 - 1/B)^k), summed over k = 1..=20, 2000 times.
+        for (got, b) in total.iter().zip([64.0f64, 512.0]) {
+            let want: f64 = (1..=20)
+                .map(|k| b * (1.0 - (1.0 - 1.0 / b).powi(k)))
+                .sum::<f64>()
+                * 2000.0;
+            assert!((*got as f64 / want - 1.0).abs() < 0.01, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn masks_of_the_first_fields_are_the_documented_positions() {
+        // h2 = fields 5, 1, 63 (6-bit, lowest first): bits 5, 1, 63. Part of the persisted format.
+        let h2 = 5 | 1 << 6 | 63 << 12;
+        assert_eq!(word_mask(h2, 3), 1 << 5 | 1 << 1 | 1 << 63);
+        // 9-bit fields 70 (word 1, bit 6) and 511 (word 7, bit 63).
+        let masks = line_masks(70 | 511 << 9, 2);
+        assert_eq!(masks, [0, 1 << 6, 0, 0, 0, 0, 0, 1 << 63]);
+    }
+
+    #[test]
+    fn the_probe_is_the_block_by_multiply_shift_and_the_layouts_masks() {
+        let word = blocked(1000, 0.01, Layout::Word).unwrap();
+        let line = blocked(1000, 0.01, Layout::Line).unwrap();
+        for h in (0..1000u64).map(remix) {
+            let hash = Hash128 { h1: h, h2: !h };
+            let block = |s: &BlockedSizing| ((u128::from(h) * u128::from(s.blocks)) >> 64) as usize;
+            assert_eq!(
+                Probe::new(hash, &word),
+                Probe::Word {
+                    word: block(&word),
+                    mask: word_mask(!h, word.hashes)
+                }
+            );
+            let probe = Probe::new(hash, &line);
+            assert_eq!(
+                probe,
+                Probe::Line {
+                    line: block(&line),
+                    masks: line_masks(!h, line.hashes)
+                }
+            );
+            assert_eq!(probe.first_word(), block(&line) * LINE_WORDS);
+        }
+    }
+
+    #[test]
+    fn a_probe_finds_exactly_the_bits_it_set() {
+        for layout in [Layout::Word, Layout::Line] {
+            let sizing = blocked(1000, 0.01, layout).unwrap();
+            for h in (0..500u64).map(remix) {
+                let probe = Probe::new(
+                    Hash128 {
+                        h1: h,
+                        h2: remix(h),
+                    },
+                    &sizing,
+                );
+                let mut words = [0u64; LINE_WORDS];
+                assert!(!probe.is_set_in(&words));
+                probe.set_in(&mut words);
+                assert!(probe.is_set_in(&words));
+                // Clearing any one set bit makes it a miss.
+                for i in 0..LINE_WORDS {
+                    for bit in 0..64 {
+                        if words[i] >> bit & 1 == 1 {
+                            let mut fewer = words;
+                            fewer[i] &= !(1 << bit);
+                            assert!(!probe.is_set_in(&fewer));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_selection_covers_the_range_without_modulo_bias() {
+        assert_eq!(reduce(0, 3 << 40), 0);
+        assert_eq!(reduce(u64::MAX, 3 << 40), (3 << 40) - 1); // past 2^32 blocks
+        assert_eq!(reduce(1 << 63, 3 << 40), 3 << 39);
+        let mut counts = [0u32; 10];
+        for h in (0..100_000u64).map(remix) {
+            counts[reduce(h, 10) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{counts:?}"
+        );
+    }
+}

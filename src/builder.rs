@@ -1,0 +1,20 @@
+//! The builders and the configuration they share.
+//!
+//! Every Bloom filter is built from one [`BloomConfig`] (capacity, false-positive rate,
+//! [`Layout`](crate::Layout), hasher) through one [`BloomBuilder`], whose second parameter holds
+//! the structure's own options ([`AtomicOptions`], [`SemiOptions`]). The capacity is the
+//! builder's argument and everything else has a default, so `build()` never reports a missing
+//! parameter.
+//!
+//! ```
+//! use seen::{AtomicBloomFilter, Layout};
+//! use seen::builder::{AtomicOptions, BloomBuilder};
+//!
+//! let builder: BloomBuilder<AtomicOptions> = AtomicBloomFilter::builder(10_000).layout(Layout::Line);
+//! assert_eq!(builder.config().capacity(), 10_000);
+//! let filter = builder.build()?;
+//! assert!(filter.insert("a"));
+//! # Ok::<(), seen::Error>(())
+//! ```
+
+pub use crate::bloom::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};

@@ -93,7 +93,7 @@ proptest! {
     #[test]
     fn public_sizing_bytes_equal_the_built_filters_memory(
         log_n in 3.0f64..=9.0,
-        log_p in -9.0f64..=-0.30103,
+        log_p in -9.0f64..=-std::f64::consts::LOG10_2,
         line in any::<bool>(),
     ) {
         let layout = if line { Layout::Line } else { Layout::Word };

@@ -1,12 +1,25 @@
 //! Sizing math: how many bits and hash functions a Bloom filter needs, and how many buckets an
 //! overwrite map needs. Pure functions, no concurrency; derivations in `docs/sizing.md`.
 //!
-//! ```
-//! use seen::sizing::{BloomSizing, overwrite_buckets, overwrite_remember_probability};
+//! - [`blocked`]: what the crate's Bloom filters allocate, per [`Layout`](crate::Layout). The
+//!   filters are built from its answer, so its [`bytes()`](BlockedSizing::bytes) is their
+//!   `memory_bytes()`.
+//! - [`BloomSizing`]: the classic (unblocked) textbook formula, kept as the reference the
+//!   blocked sizing is compared with: blocking costs bits at equal false-positive rate.
+//! - [`overwrite_buckets`] and its inverses: the overwrite maps.
 //!
-//! let s = BloomSizing::optimal(10_000_000, 0.01)?;
-//! assert_eq!((s.bits, s.hashes), (95_850_584, 7));
-//! assert_eq!(format!("{:.2} MiB", s.mib()), "11.43 MiB");
+//! Sizing knows nothing of the structures: they depend on it, never the other way.
+//!
+//! ```
+//! use seen::Layout;
+//! use seen::sizing::{BloomSizing, blocked, overwrite_buckets, overwrite_remember_probability};
+//!
+//! // What `AtomicBloomFilter::with_capacity(10_000_000, 0.01)` allocates, and the textbook size.
+//! let filter = blocked(10_000_000, 0.01, Layout::Word)?;
+//! let textbook = BloomSizing::optimal(10_000_000, 0.01)?;
+//! assert_eq!((textbook.bits, textbook.hashes), (95_850_584, 7));
+//! assert_eq!(format!("{:.2} MiB", textbook.mib()), "11.43 MiB");
+//! assert!(filter.bytes() > textbook.bytes() && filter.expected_fpr <= 0.01);
 //!
 //! // Remember an item across an hour of 1,000 insertions/s with probability 0.9.
 //! let n = overwrite_buckets(3_600_000, 0.9)?;
@@ -25,10 +38,9 @@ pub(crate) use blocked::per_item_fill;
 pub use blocked::{BlockedSizing, blocked};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a
-/// target false-positive rate.
-///
-/// The blocked filters of this crate start from these numbers and add the bits that blocking
-/// costs; see each filter's docs.
+/// target false-positive rate. The textbook reference: the crate's filters are blocked and are
+/// sized by [`blocked`], which needs more bits for the same rate (`docs/sizing.md` compares
+/// the two).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BloomSizing {
     /// The number of items the filter is sized for, `n`.
@@ -42,7 +54,7 @@ pub struct BloomSizing {
 impl BloomSizing {
     /// The classic sizing: `m = ceil(-n ln p / (ln 2)^2)` bits and `k = ceil(log2(1/p))` hashes.
     ///
-    /// `k` is the source's `ceil(ln 2 · m / n)` evaluated with `m` before rounding, which makes
+    /// `k` is the textbook `ceil(ln 2 · m / n)` evaluated with `m` before rounding, which makes
     /// it a function of `p` alone (so monotone in both arguments); the two agree except when the
     /// rounding of `m` pushes `ln 2 · m / n` across an integer, which moves it by under `ln 2 / n`.
     ///
@@ -179,7 +191,7 @@ pub(crate) fn guaranteed_counted(capacity: u64, fpr: f64) -> (Result<BloomSizing
     (result, steps)
 }
 
-/// The source's rule of thumb for an overfull filter: with `t` times the planned items, the
+/// The common rule of thumb for an overfull filter: with `t` times the planned items, the
 /// false-positive rate is about `(1 - 0.5^t)^k`.
 ///
 /// It assumes the fill ratio at capacity is exactly one half, which holds only for the real-valued
@@ -225,7 +237,8 @@ pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> Result<f64, Error> {
 /// what happens where floating point cannot tell neighbouring counts apart.
 ///
 /// Mind the direction: to *remember* an hour-old item (x = 3,600,000) with probability 0.9 takes
-/// 34,168,399 buckets; the 1,563,461 of the source remember it only 10% of the time.
+/// 34,168,399 buckets; the 1,563,461 that solving `0.9 = 1 - (1 - 1/N)^x` gives (the chance of
+/// having *forgotten* it) remember it only 10% of the time.
 ///
 /// # Errors
 ///

@@ -1,4 +1,4 @@
-//! `SemiConcurrentBloomFilter` under loom: the answer to the proposal's "is this correct?".
+//! `SemiConcurrentBloomFilter` under loom: is the buffer-then-compact protocol correct?
 //!
 //! Under loom the pending set and the snapshot cell are the facade's stand-ins, no stronger than
 //! the skip list and arc-swap (`src/sync/loom_impl.rs`; the table in `docs/concurrency.md`):

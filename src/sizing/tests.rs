@@ -58,10 +58,10 @@ fn row_overwrite_x_3_6m_remember_0_9_gives_34_168_399_buckets() {
     assert_eq!(overwrite_buckets(3_600_000, 0.9).unwrap(), 34_168_399);
 }
 
-/// The trap in the source: its 1,563,461 buckets give a 90% chance of having *forgotten* an
-/// hour-old item, not of remembering it.
+/// The usual trap: solving `0.9 = 1 - (1 - 1/N)^x` gives 1,563,461 buckets, a 90% chance of
+/// having *forgotten* an hour-old item, not of remembering it.
 #[test]
-fn source_overwrite_example_remembers_only_10_percent() {
+fn the_forget_probability_answer_remembers_only_10_percent() {
     let p = overwrite_remember_probability(1_563_461, 3_600_000).unwrap();
     assert!((0.1..0.1001).contains(&p), "{p}");
     let p = overwrite_remember_probability(34_168_399, 3_600_000).unwrap();

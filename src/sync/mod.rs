@@ -11,7 +11,7 @@
 //! components do as far as our code can observe (the skip list's replacing insert in two steps,
 //! its consume-ordered lookups, its approximate `len`; arc-swap's Acquire loads). What the loom
 //! build proves is "our protocol is correct provided `ArcSwap` and `SkipSet` behave no better
-//! than these stand-ins": the table in `docs/concurrency.md` cites, for each, the source it was
+//! than these stand-ins": the table in `docs/concurrency.md` cites, for each, the source file it was
 //! read from.
 //!
 //! The choice is made on `cfg(loom)` alone: the whole crate, not only its tests, runs on loom's

@@ -25,36 +25,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let window: u64 = arg(2, "3600000").parse()?;
     let remember: f64 = arg(3, "0.9").parse()?;
 
-    println!("Bloom filter for {capacity} items at a false-positive rate of {fpr}:");
+    println!(
+        "Bloom filter for {} items at a false-positive rate of {fpr}, as the filters allocate it:",
+        group(capacity)
+    );
+    println!("  layout  memory      bits/item  hashes  expected fpr");
     for (layout, what) in [
-        (Layout::Word, "default; exactly-once inserts"),
+        (
+            Layout::Word,
+            "default: racing inserts of one item have exactly one winner",
+        ),
         (
             Layout::Line,
-            "less memory; racing inserts may both be told new",
+            "racing inserts of one item may have several winners",
         ),
     ] {
         match blocked(capacity, fpr, layout) {
             Ok(s) => println!(
-                "  Layout::{layout:?} ({what}): {} bits = {}, {:.2} bits per item, {} hashes, \
-                 expected fpr at capacity {:.3e}",
-                s.bits,
-                mib(s.bytes()),
+                "  {:<6}  {:<10}  {:<9.2}  {:<6}  {:<12.2e}  {what}",
+                format!("{layout:?}"),
+                size(s.bytes()),
                 s.bits_per_item(),
                 s.hashes,
                 s.expected_fpr,
             ),
             Err(Error::FprBelowLayoutLimit { min_fpr, .. }) => println!(
-                "  Layout::{layout:?} ({what}): refused, below this layout's limit of {min_fpr:e}"
+                "  {:<6}  refused: below this layout's limit of {min_fpr:e}",
+                format!("{layout:?}")
             ),
             Err(e) => return Err(e.into()),
         }
     }
     let classic = BloomSizing::optimal(capacity, fpr)?;
     println!(
-        "  for reference, the textbook classic filter (not allocated by this crate): {} bits = {}, \
-         {:.2} bits per item, {} hashes",
-        classic.bits,
-        mib(classic.bytes()),
+        "  For reference only, the textbook classic Bloom filter (no filter of this crate has \
+         this size): {}, {:.2} bits per item, {} hashes.",
+        size(classic.bytes()),
         classic.bits as f64 / capacity as f64,
         classic.hashes,
     );
@@ -62,17 +68,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let buckets = overwrite_buckets(window, remember)?;
     let p = overwrite_remember_probability(buckets, window)?;
     println!(
-        "OverwriteMap remembering an item across {window} later insertions with p >= {remember}:"
+        "OverwriteMap remembering an item across {} later insertions with probability >= \
+         {remember}:",
+        group(window)
     );
     println!(
-        "  {buckets} buckets = {} (8 bytes each); remembers with p = {p:.6}, forgets with p = {:.6}",
-        mib(buckets.saturating_mul(8)),
+        "  {} buckets, {} at 8 bytes each; remembers with p = {p:.6}, forgets with p = {:.6}",
+        group(buckets),
+        size(buckets.saturating_mul(8)),
         1.0 - p
     );
     Ok(())
 }
 
-/// A byte count in MiB.
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+/// A byte count in B, KiB, MiB or GiB.
+fn size(bytes: u64) -> String {
+    let mut value = bytes as f64;
+    for unit in ["B", "KiB", "MiB", "GiB"] {
+        if value < 1024.0 || unit == "GiB" {
+            return format!("{value:.1} {unit}");
+        }
+        value /= 1024.0;
+    }
+    unreachable!()
+}
+
+/// A count with thousands separators: 34,168,399.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -1,7 +1,7 @@
 //! The one trait every structure of the crate implements.
 
-/// A concurrent "have I seen this before?" structure: the interface the CLI, the examples and the
-/// benchmarks use to treat every structure of the crate alike.
+/// A concurrent "have I seen this before?" structure: the interface that lets generic code (the
+/// crate's own tests, or yours) treat every structure of the crate alike.
 ///
 /// Both methods take `&self` and may be called from any number of threads at once. They are
 /// approximate, and the two families err in **opposite directions**, which decides which one a
@@ -54,7 +54,12 @@
 ///   later by the clock, with no such edge, may still miss an item just inserted, because the
 ///   filters use `Relaxed` atomics and do not synchronize memory themselves.
 /// - When several threads `insert` the same new item at once, at least one of them gets `true`;
-///   where an implementation makes insert a single atomic read-modify-write, exactly one does.
+///   where an implementation makes insert a single atomic read-modify-write, exactly one does:
+///   [`AtomicBloomFilter`](crate::AtomicBloomFilter) with [`Layout::Word`](crate::Layout::Word),
+///   and both overwrite maps.
+///
+/// The orderings behind each of these, and the loom models that check them, are in
+/// [the concurrency notes](crate::docs::concurrency).
 pub trait DedupFilter<T: ?Sized> {
     /// Records `item`; returns `true` when it is new as far as this structure can tell (see the
     /// table above for what `true` and `false` promise).

@@ -4,29 +4,42 @@
 //! ```
 //! use seen::AtomicBloomFilter;
 //!
-//! let seen = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?; // 15 MB, 1% false positives
-//! std::thread::scope(|s| {
-//!     s.spawn(|| seen.insert("msg-1"));
-//!     s.spawn(|| seen.insert("msg-1")); // exactly one of the two inserts returns `true`
+//! let seen = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?; // 1% false positives
+//! let news = std::thread::scope(|s| {
+//!     let a = s.spawn(|| seen.insert("msg-1"));
+//!     let b = s.spawn(|| seen.insert("msg-1"));
+//!     [a.join().unwrap(), b.join().unwrap()]
 //! });
+//! assert_eq!(news.iter().filter(|&&new| new).count(), 1); // exactly one thread was told "new"
 //! assert!(seen.contains("msg-1") && !seen.contains("msg-2"));
 //! # Ok::<(), seen::Error>(())
 //! ```
 //!
 //! # Which structure to pick
 //!
-//! - [`AtomicBloomFilter`]: never forgets; may call a new item "seen" with a probability you
-//!   choose. Lock-free, one cache line per operation; with the default [`Layout::Word`], racing
-//!   inserts of one item have exactly one winner.
-//! - [`SemiConcurrentBloomFilter`]: inserts buffered in a concurrent set and compacted into
-//!   immutable [`FrozenBloomFilter`] snapshots; pick it for consistent snapshots taken while
-//!   writers go on. About 50x slower inserts than [`AtomicBloomFilter`].
-//! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision),
-//!   forgets old items; `forget` undoes an insert whose processing failed. For at-least-once
-//!   queue consumers. [`ExactOverwriteMap`] stores the keys' bytes: no collision at all.
-//! - [`sizing`]: the exact sizing math for Bloom filters and overwrite maps.
-//! - [`hash`]: stable 128-bit hashing, the same on every run and platform.
-//! - [`DedupFilter`]: the trait all structures implement, with the meaning of each answer.
+//! - [`AtomicBloomFilter`]: never forgets, may call a new item "seen" with a probability you
+//!   choose; lock-free, one cache line per operation. The default pick: crawlers, notification
+//!   senders, any "do this once" gate where a rare skipped item beats a duplicate.
+//! - [`Layout`]: where a filter keeps an item's bits. [`Layout::Word`] (the default) when racing
+//!   inserts of one item must have exactly one winner; [`Layout::Line`] when memory matters more.
+//! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
+//!   (to persist or ship it) while writers go on; inserts cost much more.
+//! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
+//! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
+//!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new
+//!   message is the one unacceptable outcome.
+//! - [`ExactOverwriteMap`]: the same, storing the keys' bytes: no collision at all, at the cost
+//!   of an allocation per entry.
+//! - [`builder`]: the builders, for what the one-line constructors do not set (layout, hasher,
+//!   compaction rate, a map's size from a window); one configuration type for every Bloom filter.
+//! - [`sizing`]: plan before you build. [`sizing::blocked`] is what a filter will allocate;
+//!   [`sizing::BloomSizing`] is the classic textbook filter, for reference;
+//!   [`sizing::overwrite_buckets`] sizes a map for a window.
+//! - [`hash`]: stable 128-bit hashing, the same on every run and platform; plug in your own.
+//! - [`DedupFilter`]: the trait every structure implements, with what each answer promises.
+//! - [`Error`]: why a constructor or a sizing function refused its input.
+//! - [`docs`]: the long-form documentation: [design and architecture](docs::design),
+//!   [sizing](docs::sizing), [concurrency](docs::concurrency), [benchmarks](docs::benchmarks).
 //!
 //! # Guarantees
 //!
@@ -36,30 +49,41 @@
 //!   returned, every `contains(x)` that happens after it (same thread, or after any
 //!   synchronization) returns `true`.
 //! - Among threads racing to insert the same new item, at least one is told it is new; with
-//!   [`Layout::Word`] exactly one is.
-//! - [`AtomicBloomFilter::insert`] and [`AtomicBloomFilter::contains`] are wait-free (a bounded
-//!   number of atomic operations, no loops, no locks).
-//! - The filters do not synchronize other memory: seeing an item does not make the inserting
+//!   [`Layout::Word`] and in both overwrite maps, exactly one is.
+//! - An overwrite map never reports "seen" for an item that was not inserted (up to 2^-64 per
+//!   lookup in [`OverwriteMap`], never in [`ExactOverwriteMap`]), and `forget` erases an item
+//!   only if its slot still holds it, never the item that overwrote it.
+//! - [`AtomicBloomFilter`]'s `insert` and `contains`, and [`OverwriteMap`]'s `insert`,
+//!   `contains` and `forget`, are wait-free: a bounded number of atomic operations, no loops, no
+//!   locks. [`SemiConcurrentBloomFilter`] and [`ExactOverwriteMap`] take no lock of their own
+//!   (they build on lock-free components) but allocate, and the allocator may lock.
+//! - The structures do not synchronize other memory: seeing an item does not make the inserting
 //!   thread's other writes visible.
 //!
-//! These are model-checked with loom (`loom-tests/`, `docs/concurrency.md`) and stress-tested on
-//! real threads. Invalid parameters return [`Error`]; nothing panics on bad input.
+//! Every protocol is model-checked with loom, each model with a deliberately broken twin that
+//! loom must catch, and stress-tested on real threads: the orderings and the models are in
+//! [the concurrency notes](docs::concurrency). Invalid parameters return [`Error`]; nothing
+//! panics on bad input.
 //!
 //! # Performance
 //!
-//! At 10M items and 1%, one thread: an insert of a new item in about 10 ns, a lookup in about
-//! 7 ns, 3.8-6.6x faster than `fastbloom`'s atomic filter in the same run. The default hasher
-//! hashes a `u64` in 2.7 ns. `docs/benchmarks.md` has every size, both thread counts and the
-//! commands.
+//! An [`AtomicBloomFilter`] operation touches one cache line however large the filter is: a
+//! few nanoseconds while the filter fits in cache, about one cache miss (less, as independent
+//! queries overlap) once it is DRAM-sized. In the same runs it is faster than `fastbloom`'s
+//! atomic filter on every operation, and [`OverwriteMap`] faster than `dashmap`'s `DashSet`;
+//! the figures, the machine and the commands are in
+//! [the benchmarks' summary](docs::benchmarks#summary). Building a filter runs the sizing
+//! search: well under a millisecond.
 //!
 //! # Limitations
 //!
-//! - Blocked layouts spend more memory than a classic Bloom filter for the same false-positive
-//!   rate: +28% ([`Layout::Word`]) or +4% ([`Layout::Line`]) at 1% (table in `docs/design.md`).
-//! - Each layout has a smallest false-positive rate it reaches within 4x the memory of a
-//!   classic Bloom filter: 6.4e-6 for [`Layout::Word`], 4.7e-15 for [`Layout::Line`]; below it,
-//!   constructors return [`Error::FprBelowLayoutLimit`], naming the layout that can (see
-//!   [`sizing::blocked`]).
+//! - The blocked layouts spend more memory than a classic Bloom filter for the same
+//!   false-positive rate, [`Layout::Word`] more than [`Layout::Line`], and more the smaller the
+//!   rate ([the table](docs::sizing#limits-where-a-layout-stops)).
+//! - Each layout has a smallest false-positive rate it accepts (see [`Layout`]); below it,
+//!   constructors return [`Error::FprBelowLayoutLimit`], naming the layout that can.
+//! - [`Layout::Line`] and [`SemiConcurrentBloomFilter`] are not exactly-once: two threads
+//!   inserting one new item can both be told it is new.
 //! - A filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::estimated_fpr`] tells by how much).
 //! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:
@@ -67,11 +91,13 @@
 //!
 //! # Feature flags
 //!
-//! None yet. The `seen` command-line tool will come behind a `cli` feature.
+//! None: the whole crate is always built. (`--cfg loom` is not a feature: it is the
+//! model-checking build, for the crate's own tests.)
 
 mod bits;
 mod bloom;
 pub mod builder;
+pub mod docs;
 mod error;
 mod filter;
 pub mod hash;

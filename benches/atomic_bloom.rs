@@ -14,7 +14,7 @@
 //! `{layout}/p={p}`), and first prints each filter's bits per item and its false-positive rate
 //! measured over 10M fresh keys, next to fastbloom's at the same targets.
 //!
-//! Run: `cargo bench --bench atomic_bloom` (about 10 minutes). Add a filter such as
+//! Run: `cargo bench -p seen-benches --bench atomic_bloom` (about 10 minutes). Add a filter such as
 //! `-- 10M` or `-- layout` to run a part. Results in `docs/benchmarks.md`.
 
 use std::hint::black_box;

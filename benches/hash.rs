@@ -1,6 +1,6 @@
 //! The default hash against std's SipHash (`DefaultHasher`), on u64 and 32-byte keys.
 //!
-//! Run: `cargo bench --bench hash`. Results and the machine are in `docs/benchmarks.md`.
+//! Run: `cargo bench -p seen-benches --bench hash`. Results and the machine are in `docs/benchmarks.md`.
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::hint::black_box;

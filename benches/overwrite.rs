@@ -8,7 +8,7 @@
 //! 34,168,399 buckets), u64 and 32-byte keys, 1 and 2 threads. The peers use their default
 //! hasher (SipHash); they keep every key, the maps keep one per bucket.
 //!
-//! Run: `cargo bench --bench overwrite` (about 10 minutes). Results in `docs/benchmarks.md`.
+//! Run: `cargo bench -p seen-benches --bench overwrite` (about 10 minutes). Results in `docs/benchmarks.md`.
 
 use std::collections::HashSet;
 use std::hash::Hash;

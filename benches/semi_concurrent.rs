@@ -7,7 +7,7 @@
 //! - Groups `semi_insert` / `semi_contains_hit`, functions `semi_concurrent` (compacting every
 //!   1,024 inserts) and `atomic_word`, 10M items, one thread.
 //!
-//! Run: `cargo bench --bench semi_concurrent` (about 3 minutes). Results in
+//! Run: `cargo bench -p seen-benches --bench semi_concurrent` (about 3 minutes). Results in
 //! `docs/benchmarks.md`.
 
 use std::hint::black_box;

@@ -2,7 +2,7 @@
 //! inputs that used to hang the overwrite sizing (probabilities next to 1), and the blocked
 //! sizing that every Bloom filter constructor runs, per layout and target.
 //!
-//! Run: `cargo bench --bench sizing`. Results and the machine are in `docs/sizing.md`, "Cost of
+//! Run: `cargo bench -p seen-benches --bench sizing`. Results and the machine are in `docs/sizing.md`, "Cost of
 //! the sizing functions".
 
 use std::hint::black_box;

@@ -7,7 +7,7 @@ use crate::Layout;
 /// Why a constructor or a sizing function refused its input.
 ///
 /// Every fallible public function of the crate returns this. It is `#[non_exhaustive]`: new
-/// reasons (malformed persisted data, say) will be added without a breaking change.
+/// reasons (malformed persisted data, say) can be added without a breaking change.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -28,7 +28,7 @@ pub enum Error {
     },
     /// A false-positive rate below what a Bloom filter layout reaches economically: below
     /// `min_fpr` the layout would need more than 4 times the bits per item of a classic Bloom
-    /// filter (`docs/sizing.md`, "Limits"). The limits lie far above the rates that the 128-bit
+    /// filter ([the limits](crate::docs::sizing#limits-where-a-layout-stops)). The limits lie far above the rates that the 128-bit
     /// hash cannot deliver (about `2^-64` per item in the query's block), so this also refuses
     /// those.
     FprBelowLayoutLimit {

@@ -7,7 +7,8 @@
 //! - [`StableHasher`], the default: xxh3-128 (from the `xxhash-rust` crate) over a
 //!   platform-independent byte encoding of the item. The same item gives the same hash in every
 //!   run, process and platform, so a persisted filter stays valid. A `u64` key costs a few
-//!   nanoseconds (see `docs/benchmarks.md`), several times less than std's SipHash.
+//!   nanoseconds, less than std's SipHash
+//!   ([measured](crate::docs::benchmarks#hashing-bencheshashrs)).
 //! - Any [`std::hash::BuildHasher`] (std's `RandomState`, `foldhash`, `ahash`, ...): it implements
 //!   [`ItemHasher`] through a blanket impl. Such hashers give 64 bits; the second half is derived
 //!   from the first by a bijective mixer, so two items collide in all 128 bits exactly when they

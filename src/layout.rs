@@ -6,7 +6,7 @@
 ///
 /// | layout | block | `insert` is | among racing inserts of one new item | bits per item at 1% |
 /// |---|---|---|---|---|
-/// | [`Word`](Layout::Word) | 64 bits | one `fetch_or` | **exactly one** gets `true` | see `docs/design.md` |
+/// | [`Word`](Layout::Word) | 64 bits | one `fetch_or` | **exactly one** gets `true` | [table](crate::docs::sizing#limits-where-a-layout-stops) |
 /// | [`Line`](Layout::Line) | 512 bits (a cache line) | up to 8 `fetch_or`s in one line | at least one gets `true` | fewer |
 ///
 /// Blocking costs false-positive rate at equal memory (items cluster unevenly over blocks), and the
@@ -15,7 +15,7 @@
 /// for the same target ([`sizing::blocked`](crate::sizing::blocked) tells how many). Below
 /// 6.4e-6 (`Word`) or 4.7e-15 (`Line`) a layout would need more than 4 times the bits of a
 /// classic Bloom filter, and the constructors refuse the target with
-/// [`Error::FprBelowLayoutLimit`].
+/// [`Error::FprBelowLayoutLimit`](crate::Error::FprBelowLayoutLimit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Layout {

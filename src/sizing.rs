@@ -1,5 +1,5 @@
 //! Sizing math: how many bits and hash functions a Bloom filter needs, and how many buckets an
-//! overwrite map needs. Pure functions, no concurrency; derivations in `docs/sizing.md`.
+//! overwrite map needs. Pure functions, no concurrency; derivations in [the sizing notes](crate::docs::sizing).
 //!
 //! - [`blocked`]: what the crate's Bloom filters allocate, per [`Layout`](crate::Layout). The
 //!   filters are built from its answer, so its [`bytes()`](BlockedSizing::bytes) is their
@@ -39,8 +39,7 @@ pub use blocked::{BlockedSizing, blocked};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a
 /// target false-positive rate. The textbook reference: the crate's filters are blocked and are
-/// sized by [`blocked`], which needs more bits for the same rate (`docs/sizing.md` compares
-/// the two).
+/// sized by [`blocked`], which needs more bits for the same rate ([compared](crate::docs::sizing#blocked-filters)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BloomSizing {
     /// The number of items the filter is sized for, `n`.
@@ -233,7 +232,7 @@ pub fn overfull_fpr_estimate(hashes: u32, load: f64) -> Result<f64, Error> {
 /// `N = ceil(1 / (1 - r^{1/x}))` (with `ln`/`exp_m1`) is the starting point of a bounded search
 /// (at most 130 evaluations, microseconds for every input), which returns an `N` with
 /// `remember(N, x) >= r` and, unless `N = 1`, `remember(N - 1, x) < r`. That `N` is the least
-/// one wherever `remember` is monotone in `N`, as it is mathematically; see `docs/sizing.md` for
+/// one wherever `remember` is monotone in `N`, as it is mathematically; see [the sizing notes](crate::docs::sizing#from-the-closed-forms-to-exact-answers-in-bounded-time) for
 /// what happens where floating point cannot tell neighbouring counts apart.
 ///
 /// Mind the direction: to *remember* an hour-old item (x = 3,600,000) with probability 0.9 takes

@@ -27,7 +27,7 @@ const PREFETCH_MIN_BYTES: u64 = 32 << 20;
 ///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one does.
 /// - `insert` is lock-free (at most one atomic read-modify-write per touched word, no retry loop:
 ///   in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
-///   the filter does not synchronize other memory between threads (`docs/concurrency.md`).
+///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples
 ///
@@ -187,7 +187,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     ///
     /// On a filter larger than a typical last-level cache (32 MiB) it hashes items in groups of
     /// 16 and reads their words before writing any, so the cache misses overlap instead of
-    /// queueing behind each atomic write: 1.4x faster than a loop of `insert` at 100M items. On a
+    /// queueing behind each atomic write ([measured](crate::docs::benchmarks#reading-it)). On a
     /// smaller filter that extra pass costs more than it saves, and this is the plain loop.
     ///
     /// # Examples
@@ -376,7 +376,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// let f = AtomicBloomFilter::with_capacity(10_000_000, 0.01)?;
     /// assert_eq!(f.bit_len() % 512, 0);
     /// assert_eq!(f.memory_bytes() * 8, f.bit_len());
-    /// // The word layout needs about 12.3 bits per item at 1% (see `docs/design.md`).
+    /// // The word layout needs about 12.3 bits per item at 1% (the sizing notes' Limits table).
     /// assert!((12.0..12.6).contains(&(f.bit_len() as f64 / 1e7)));
     /// assert_eq!((f.hashes(), f.layout(), f.fpr()), (5, Layout::Word, 0.01));
     /// # Ok::<(), seen::Error>(())

@@ -23,7 +23,8 @@ use crate::{DedupFilter, Error};
 ///   hashes (copying only the 4 KiB segments they touch), and compare-and-swap it in; only if the
 ///   swap won, remove exactly those hashes from the pending set.
 /// - `contains(x)`: the pending set first, then the snapshot. That order is what makes it
-///   correct: `docs/concurrency.md` has the argument and the loom models that check it.
+///   correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
+///   have the argument and the loom models that check it.
 ///
 /// Guarantees: no false negatives (once `insert(x)` returned, every `contains(x)` that happens
 /// after it returns `true`); racing inserts of one new item: at least one returns `true`; a

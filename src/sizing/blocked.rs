@@ -1,6 +1,6 @@
 //! Sizing of the crate's blocked Bloom filters: an exact false-positive model of their probe, the
 //! limits below which a layout is refused, and the search for `k` and the load per block.
-//! Derivations in `docs/sizing.md`, "Blocked filters".
+//! Derivations in [the sizing notes](crate::docs::sizing#blocked-filters).
 
 use super::{check_capacity, check_fpr, max_bits};
 use crate::{Error, Layout};
@@ -27,7 +27,7 @@ pub struct BlockedSizing {
     /// The number of bit positions each item draws, `k`.
     pub hashes: u32,
     /// The expected false-positive rate after `capacity` distinct items, by the exact model of
-    /// `docs/sizing.md`: at most `0.97 · fpr`.
+    /// [the sizing notes](crate::docs::sizing#the-exact-model): at most `0.97 · fpr`.
     pub expected_fpr: f64,
 }
 

@@ -1,4 +1,4 @@
-//! The numbers table of DESIGN.md, row by row, then the error cases, then properties.
+//! The reference values of `docs/sizing.md`, row by row, then the error cases, then properties.
 
 use super::*;
 use proptest::prelude::*;

@@ -213,7 +213,7 @@ fn search_evaluates_few_hashes_exactly() {
     }
 }
 
-/// The figures of `docs/sizing.md` and `docs/design.md` (n = 1,000,000).
+/// The figures of `docs/sizing.md`, the Limits table (n = 1,000,000).
 #[test]
 fn sizing_matches_the_docs_table() {
     let row = |fpr: f64, layout: Layout| {

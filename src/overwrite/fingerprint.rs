@@ -1,41 +1,15 @@
-//! `OverwriteMap` and `ExactOverwriteMap`: "the opposite of a Bloom filter".
-//!
-//! A fixed array of slots; an item's hash picks one, and the slot holds the last item hashed to
-//! it. The map says "seen" only when the slot holds exactly this item, so it never calls a new
-//! item seen (up to a 2^-64 fingerprint collision, or never in exact mode); it forgets old items
-//! as new ones overwrite their slots, at the rate `sizing::overwrite_remember_probability` gives.
+//! [`OverwriteMap`]: one `AtomicU64` fingerprint per slot.
 
 use core::fmt;
 use core::hash::Hash;
 
+use super::{checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
 use crate::hash::{ItemHasher, StableHasher};
 use crate::sizing::overwrite_buckets;
+use crate::sync::AtomicU64;
 use crate::sync::Ordering::Relaxed;
-use crate::sync::{Arc, ArcCell, AtomicU64, spin_hint};
 use crate::{DedupFilter, Error};
-
-/// The slot a hash selects among `buckets`, by multiply-shift (no `%`, no power-of-two rounding).
-#[inline]
-fn slot_of(h1: u64, buckets: usize) -> usize {
-    crate::hash::reduce(h1, buckets as u64) as usize
-}
-
-/// Checks a bucket count and returns it as a `usize` that can be allocated at `slot_bytes` each.
-fn checked_buckets(buckets: u64, slot_bytes: usize) -> Result<usize, Error> {
-    if buckets == 0 {
-        return Err(Error::ZeroBuckets);
-    }
-    let limit = (isize::MAX as u64) / slot_bytes as u64;
-    if buckets > limit {
-        return Err(Error::TooLarge {
-            what: "buckets",
-            requested: buckets as f64,
-            limit,
-        });
-    }
-    Ok(buckets as usize)
-}
 
 /// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
 /// consumers: it never reports an item it was not given as seen, and it forgets old items.
@@ -282,197 +256,9 @@ impl<H> fmt::Debug for OverwriteMap<H> {
     }
 }
 
-/// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
-type Entry = Option<Box<[u8]>>;
-
-/// An overwrite map that stores each key's bytes, so a wrong "seen" is impossible (not merely
-/// 2^-64 unlikely, as in [`OverwriteMap`]).
-///
-/// Keys are byte strings (`&[u8]`, `str`, `String`, `Vec<u8>`, arrays: anything `AsRef<[u8]>`),
-/// hashed with [`ItemHasher::hash_bytes`]. Each slot is an atomically swappable `Arc` (arc-swap;
-/// no `unsafe` in this crate): `insert` allocates the key and swaps it in, `forget` is a
-/// compare-and-swap on the `Arc`'s identity, retried while the slot still holds an equal key.
-///
-/// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, two heap allocations: 32 bytes
-/// (the `Arc`'s counts and the slice pointer) and the key bytes. An insert of a key the slot
-/// does not hold allocates one entry and frees the one it replaces: 240-560 ns per insert
-/// against 12-90 ns for [`OverwriteMap`] (`docs/benchmarks.md`). Use [`OverwriteMap`] unless a 2^-64 chance of dropping a new
-/// message per lookup is too much.
-///
-/// `insert` and `contains` are lock-free (arc-swap's operations are); `forget` is lock-free
-/// (its retry happens only when another thread changed the slot).
-///
-/// # Examples
-///
-/// ```
-/// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
-/// assert!(map.insert("msg-42"));
-/// assert!(!map.insert(b"msg-42")); // the same bytes, through another type
-/// assert!(map.forget("msg-42"));
-/// assert!(!map.contains("msg-42"));
-/// # Ok::<(), seen::Error>(())
-/// ```
-pub struct ExactOverwriteMap<H = StableHasher> {
-    slots: Box<[ArcCell<Entry>]>,
-    empty: Arc<Entry>,
-    hasher: H,
-}
-
-impl ExactOverwriteMap {
-    /// A map of exactly `buckets` slots with the default hasher.
-    ///
-    /// # Errors
-    ///
-    /// As [`OverwriteMap::with_buckets`].
-    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
-        Self::with_buckets_and_hasher(buckets, StableHasher::new())
-    }
-
-    /// A map sized by [`overwrite_buckets`], as [`OverwriteMap::for_window`].
-    ///
-    /// # Errors
-    ///
-    /// As [`OverwriteMap::for_window`].
-    pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
-        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
-    }
-}
-
-impl<H: ItemHasher> ExactOverwriteMap<H> {
-    /// A map of `buckets` slots with a chosen hasher.
-    ///
-    /// # Errors
-    ///
-    /// As [`OverwriteMap::with_buckets`].
-    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
-        let len = checked_buckets(buckets, core::mem::size_of::<ArcCell<Entry>>())?;
-        let empty: Arc<Entry> = Arc::new(None);
-        let slots = try_boxed_slice(len, || ArcCell::new(Arc::clone(&empty)))?;
-        Ok(Self {
-            slots,
-            empty,
-            hasher,
-        })
-    }
-
-    #[inline]
-    fn slot(&self, key: &[u8]) -> &ArcCell<Entry> {
-        let hash = self.hasher.hash_bytes(key);
-        &self.slots[slot_of(hash.h1, self.slots.len())]
-    }
-
-    /// Records `key`; returns `false` if its slot already held exactly these bytes.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let map = seen::ExactOverwriteMap::with_buckets(100)?;
-    /// assert!(map.insert(&b"\x00\x01"[..]));
-    /// assert!(!map.insert(&vec![0u8, 1]));
-    /// # Ok::<(), seen::Error>(())
-    /// ```
-    pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        let key = key.as_ref();
-        let slot = self.slot(key);
-        if slot.read(|entry| holds(entry, key)) {
-            return false;
-        }
-        let previous = slot.swap(Arc::new(Some(key.into())));
-        !holds(&previous, key)
-    }
-
-    /// Whether `key`'s slot holds exactly these bytes. Never writes.
-    pub fn contains<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        let key = key.as_ref();
-        self.slot(key).read(|entry| holds(entry, key))
-    }
-
-    /// Erases `key` if its slot still holds it; returns whether it did. Another key that
-    /// overwrote the slot is never erased.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let map = seen::ExactOverwriteMap::with_buckets(1)?;
-    /// map.insert("a");
-    /// map.insert("b"); // overwrites "a"
-    /// assert!(!map.forget("a"));
-    /// assert!(map.contains("b"));
-    /// # Ok::<(), seen::Error>(())
-    /// ```
-    pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        let key = key.as_ref();
-        let slot = self.slot(key);
-        loop {
-            let current = slot.load();
-            if !holds(&current, key) {
-                return false;
-            }
-            if slot.compare_and_swap(&current, Arc::clone(&self.empty)) {
-                return true;
-            }
-            // Another thread replaced the entry between our load and our CAS; look again.
-            spin_hint();
-        }
-    }
-
-    /// The number of slots.
-    pub fn buckets(&self) -> u64 {
-        self.slots.len() as u64
-    }
-
-    /// The memory of the slot array (8 bytes per bucket), not counting the entries: add two
-    /// allocations per occupied bucket, 32 bytes and the key.
-    pub fn memory_bytes(&self) -> u64 {
-        (self.slots.len() * core::mem::size_of::<ArcCell<Entry>>()) as u64
-    }
-
-    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(all(test, loom))]
-    pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        let key = key.as_ref();
-        let slot = self.slot(key);
-        if !holds(&slot.load(), key) {
-            return false;
-        }
-        slot.store(Arc::clone(&self.empty));
-        true
-    }
-}
-
-#[inline]
-fn holds(entry: &Entry, key: &[u8]) -> bool {
-    entry.as_deref() == Some(key)
-}
-
-impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMap<H> {
-    fn insert(&self, key: &K) -> bool {
-        ExactOverwriteMap::insert(self, key)
-    }
-
-    fn contains(&self, key: &K) -> bool {
-        ExactOverwriteMap::contains(self, key)
-    }
-}
-
-impl<H> fmt::Debug for ExactOverwriteMap<H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExactOverwriteMap")
-            .field("buckets", &self.slots.len())
-            .finish_non_exhaustive()
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slot_selection_spans_all_buckets() {
-        assert_eq!(slot_of(0, 34_168_399), 0);
-        assert_eq!(slot_of(u64::MAX, 34_168_399), 34_168_398);
-        assert_eq!(slot_of(u64::MAX, 1), 0);
-    }
 
     #[test]
     fn zero_fingerprints_are_not_confused_with_empty_slots() {

@@ -1,0 +1,191 @@
+//! [`ExactOverwriteMap`]: the keys' bytes behind an atomically swappable `Arc` per slot.
+
+use core::fmt;
+
+use super::{checked_buckets, slot_of};
+use crate::bits::try_boxed_slice;
+use crate::hash::{ItemHasher, StableHasher};
+use crate::sizing::overwrite_buckets;
+use crate::sync::{Arc, ArcCell, spin_hint};
+use crate::{DedupFilter, Error};
+
+/// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
+type Entry = Option<Box<[u8]>>;
+
+/// An overwrite map that stores each key's bytes, so a wrong "seen" is impossible (not merely
+/// 2^-64 unlikely, as in [`OverwriteMap`](crate::OverwriteMap)).
+///
+/// Keys are byte strings (`&[u8]`, `str`, `String`, `Vec<u8>`, arrays: anything `AsRef<[u8]>`),
+/// hashed with [`ItemHasher::hash_bytes`]. Each slot is an atomically swappable `Arc` (arc-swap;
+/// no `unsafe` in this crate): `insert` allocates the key and swaps it in, `forget` is a
+/// compare-and-swap on the `Arc`'s identity, retried while the slot still holds an equal key.
+///
+/// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, two heap allocations: 32 bytes
+/// (the `Arc`'s counts and the slice pointer) and the key bytes. An insert of a key the slot
+/// does not hold allocates one entry and frees the one it replaces: 240-560 ns per insert
+/// against 12-90 ns for [`OverwriteMap`](crate::OverwriteMap) (`docs/benchmarks.md`). Use [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new
+/// message per lookup is too much.
+///
+/// `insert` and `contains` are lock-free (arc-swap's operations are); `forget` is lock-free
+/// (its retry happens only when another thread changed the slot).
+///
+/// # Examples
+///
+/// ```
+/// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+/// assert!(map.insert("msg-42"));
+/// assert!(!map.insert(b"msg-42")); // the same bytes, through another type
+/// assert!(map.forget("msg-42"));
+/// assert!(!map.contains("msg-42"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct ExactOverwriteMap<H = StableHasher> {
+    slots: Box<[ArcCell<Entry>]>,
+    empty: Arc<Entry>,
+    hasher: H,
+}
+
+impl ExactOverwriteMap {
+    /// A map of exactly `buckets` slots with the default hasher.
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::with_buckets`].
+    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
+        Self::with_buckets_and_hasher(buckets, StableHasher::new())
+    }
+
+    /// A map sized by [`overwrite_buckets`], as [`OverwriteMap::for_window`].
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::for_window`].
+    pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
+        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
+    }
+}
+
+impl<H: ItemHasher> ExactOverwriteMap<H> {
+    /// A map of `buckets` slots with a chosen hasher.
+    ///
+    /// # Errors
+    ///
+    /// As [`OverwriteMap::with_buckets`].
+    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
+        let len = checked_buckets(buckets, core::mem::size_of::<ArcCell<Entry>>())?;
+        let empty: Arc<Entry> = Arc::new(None);
+        let slots = try_boxed_slice(len, || ArcCell::new(Arc::clone(&empty)))?;
+        Ok(Self {
+            slots,
+            empty,
+            hasher,
+        })
+    }
+
+    #[inline]
+    fn slot(&self, key: &[u8]) -> &ArcCell<Entry> {
+        let hash = self.hasher.hash_bytes(key);
+        &self.slots[slot_of(hash.h1, self.slots.len())]
+    }
+
+    /// Records `key`; returns `false` if its slot already held exactly these bytes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(100)?;
+    /// assert!(map.insert(&b"\x00\x01"[..]));
+    /// assert!(!map.insert(&vec![0u8, 1]));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        if slot.read(|entry| holds(entry, key)) {
+            return false;
+        }
+        let previous = slot.swap(Arc::new(Some(key.into())));
+        !holds(&previous, key)
+    }
+
+    /// Whether `key`'s slot holds exactly these bytes. Never writes.
+    pub fn contains<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        self.slot(key).read(|entry| holds(entry, key))
+    }
+
+    /// Erases `key` if its slot still holds it; returns whether it did. Another key that
+    /// overwrote the slot is never erased.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1)?;
+    /// map.insert("a");
+    /// map.insert("b"); // overwrites "a"
+    /// assert!(!map.forget("a"));
+    /// assert!(map.contains("b"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        loop {
+            let current = slot.load();
+            if !holds(&current, key) {
+                return false;
+            }
+            if slot.compare_and_swap(&current, Arc::clone(&self.empty)) {
+                return true;
+            }
+            // Another thread replaced the entry between our load and our CAS; look again.
+            spin_hint();
+        }
+    }
+
+    /// The number of slots.
+    pub fn buckets(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The memory of the slot array (8 bytes per bucket), not counting the entries: add two
+    /// allocations per occupied bucket, 32 bytes and the key.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.slots.len() * core::mem::size_of::<ArcCell<Entry>>()) as u64
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(key);
+        if !holds(&slot.load(), key) {
+            return false;
+        }
+        slot.store(Arc::clone(&self.empty));
+        true
+    }
+}
+
+#[inline]
+fn holds(entry: &Entry, key: &[u8]) -> bool {
+    entry.as_deref() == Some(key)
+}
+
+impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMap<H> {
+    fn insert(&self, key: &K) -> bool {
+        ExactOverwriteMap::insert(self, key)
+    }
+
+    fn contains(&self, key: &K) -> bool {
+        ExactOverwriteMap::contains(self, key)
+    }
+}
+
+impl<H> fmt::Debug for ExactOverwriteMap<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExactOverwriteMap")
+            .field("buckets", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}

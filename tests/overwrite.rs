@@ -6,8 +6,11 @@ mod common;
 
 use common::{keys, same_key_race};
 
+use std::hash::RandomState;
+
+use seen::hash::StableHasher;
 use seen::sizing::overwrite_remember_probability;
-use seen::{DedupFilter, Error, ExactOverwriteMap, OverwriteMap};
+use seen::{DedupFilter, Error, ExactOverwriteMap, MapSize, OverwriteMap};
 
 /// The fraction of items still remembered after `x` later insertions of fresh items matches
 /// `overwrite_remember_probability(N, x)`.
@@ -164,6 +167,42 @@ fn shared_trait_and_debug() {
 }
 
 #[test]
+fn builder_sizes_by_count_or_window_and_takes_a_hasher() {
+    let window = MapSize::Window {
+        later_insertions: 3_600_000,
+        remember_probability: 0.1,
+    };
+    let builder = OverwriteMap::builder(window);
+    assert_eq!(
+        format!("{builder:?}"),
+        "MapBuilder { size: Window { later_insertions: 3600000, remember_probability: 0.1 }, .. }"
+    );
+    assert_eq!(builder.clone().build().unwrap().buckets(), 1_563_461);
+    assert_eq!(
+        ExactOverwriteMap::builder(window)
+            .build()
+            .unwrap()
+            .buckets(),
+        1_563_461
+    );
+    assert_eq!(MapSize::from(7), MapSize::Buckets(7));
+    let seeded = OverwriteMap::builder(100)
+        .hasher(StableHasher::with_seed(3))
+        .build()
+        .unwrap();
+    assert_eq!(seeded.hasher().seed(), 3);
+    let exact = ExactOverwriteMap::builder(100)
+        .hasher(RandomState::new())
+        .build()
+        .unwrap();
+    assert!(exact.insert("a") && exact.contains("a"));
+    assert_eq!(
+        format!("{exact:?}"),
+        "ExactOverwriteMap { buckets: 100, .. }"
+    );
+}
+
+#[test]
 fn bad_parameters_are_errors() {
     assert!(matches!(
         OverwriteMap::with_buckets(0),
@@ -183,6 +222,18 @@ fn bad_parameters_are_errors() {
     assert!(matches!(
         OverwriteMap::for_window(100, 1.5),
         Err(Error::InvalidProbability(_))
+    ));
+    assert!(matches!(
+        ExactOverwriteMap::builder(MapSize::Window {
+            later_insertions: 100,
+            remember_probability: f64::NAN,
+        })
+        .build(),
+        Err(Error::InvalidProbability(_))
+    ));
+    assert!(matches!(
+        OverwriteMap::builder(0).hasher(RandomState::new()).build(),
+        Err(Error::ZeroBuckets)
     ));
 }
 

@@ -2,10 +2,9 @@
 
 use core::fmt;
 
-use super::{checked_buckets, slot_of};
+use super::{MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
 use crate::hash::{ItemHasher, StableHasher};
-use crate::sizing::overwrite_buckets;
 use crate::sync::{Arc, ArcCell, spin_hint};
 use crate::{DedupFilter, Error};
 
@@ -46,32 +45,72 @@ pub struct ExactOverwriteMap<H = StableHasher> {
 }
 
 impl ExactOverwriteMap {
-    /// A map of exactly `buckets` slots with the default hasher.
+    /// A builder of a map of the given size: a bucket count (a plain `u64`) or a
+    /// [`MapSize::Window`]. Set the hasher with [`MapBuilder::hasher`], then
+    /// [`build`](MapBuilder::build).
     ///
-    /// # Errors
+    /// # Examples
     ///
-    /// As [`OverwriteMap::with_buckets`].
-    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
-        Self::with_buckets_and_hasher(buckets, StableHasher::new())
+    /// ```
+    /// use seen::hash::StableHasher;
+    /// let map = seen::ExactOverwriteMap::builder(1_000)
+    ///     .hasher(StableHasher::with_seed(42))
+    ///     .build()?;
+    /// assert_eq!(map.buckets(), 1_000);
+    /// assert_eq!(map.hasher().seed(), 42);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder(size: impl Into<MapSize>) -> MapBuilder<Self> {
+        MapBuilder::new(size.into())
     }
 
-    /// A map sized by [`overwrite_buckets`], as [`OverwriteMap::for_window`].
+    /// A map of exactly `buckets` slots with the default hasher. Short for
+    /// `ExactOverwriteMap::builder(buckets).build()`.
     ///
     /// # Errors
     ///
-    /// As [`OverwriteMap::for_window`].
+    /// [`Error::ZeroBuckets`], [`Error::TooLarge`] past the address space,
+    /// [`Error::AllocationFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// assert_eq!(map.memory_bytes(), 8_000);
+    /// assert!(seen::ExactOverwriteMap::with_buckets(0).is_err());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
+        Self::builder(MapSize::Buckets(buckets)).build()
+    }
+
+    /// A map sized by [`overwrite_buckets`](crate::sizing::overwrite_buckets), as
+    /// [`OverwriteMap::for_window`](crate::OverwriteMap::for_window). Short for
+    /// `ExactOverwriteMap::builder(MapSize::Window { .. }).build()`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidProbability`], and the errors of [`with_buckets`](Self::with_buckets).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::for_window(3_600_000, 0.1)?;
+    /// assert_eq!(map.buckets(), 1_563_461);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
-        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
+        Self::builder(MapSize::Window {
+            later_insertions,
+            remember_probability,
+        })
+        .build()
     }
 }
 
 impl<H: ItemHasher> ExactOverwriteMap<H> {
-    /// A map of `buckets` slots with a chosen hasher.
-    ///
-    /// # Errors
-    ///
-    /// As [`OverwriteMap::with_buckets`].
-    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
+    /// A map of `buckets` empty slots (what [`MapBuilder::build`] calls).
+    pub(super) fn allocate(buckets: u64, hasher: H) -> Result<Self, Error> {
         let len = checked_buckets(buckets, core::mem::size_of::<ArcCell<Entry>>())?;
         let empty: Arc<Entry> = Arc::new(None);
         let slots = try_boxed_slice(len, || ArcCell::new(Arc::clone(&empty)))?;
@@ -152,6 +191,11 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// allocations per occupied bucket, 32 bytes and the key.
     pub fn memory_bytes(&self) -> u64 {
         (self.slots.len() * core::mem::size_of::<ArcCell<Entry>>()) as u64
+    }
+
+    /// The hasher (keys are hashed with its [`hash_bytes`](ItemHasher::hash_bytes)).
+    pub fn hasher(&self) -> &H {
+        &self.hasher
     }
 
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.

@@ -3,10 +3,9 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::{checked_buckets, slot_of};
+use super::{MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
 use crate::hash::{ItemHasher, StableHasher};
-use crate::sizing::overwrite_buckets;
 use crate::sync::AtomicU64;
 use crate::sync::Ordering::Relaxed;
 use crate::{DedupFilter, Error};
@@ -77,8 +76,32 @@ pub struct OverwriteMap<H = StableHasher> {
 }
 
 impl OverwriteMap {
+    /// A builder of a map of the given size: a bucket count (a plain `u64`) or a
+    /// [`MapSize::Window`]. Set the hasher with [`MapBuilder::hasher`], then
+    /// [`build`](MapBuilder::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::StableHasher;
+    /// use seen::{MapSize, OverwriteMap};
+    /// let map = OverwriteMap::builder(MapSize::Window {
+    ///     later_insertions: 3_600_000,
+    ///     remember_probability: 0.9,
+    /// })
+    /// .hasher(StableHasher::with_seed(42))
+    /// .build()?;
+    /// assert_eq!(map.buckets(), 34_168_399);
+    /// assert_eq!(map.hasher().seed(), 42);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder(size: impl Into<MapSize>) -> MapBuilder<Self> {
+        MapBuilder::new(size.into())
+    }
+
     /// A map of exactly `buckets` slots (no rounding: slots are chosen by multiply-shift, which
-    /// needs no power of two), with the default [`StableHasher`].
+    /// needs no power of two), with the default [`StableHasher`]. Short for
+    /// `OverwriteMap::builder(buckets).build()`.
     ///
     /// # Errors
     ///
@@ -94,11 +117,12 @@ impl OverwriteMap {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
-        Self::with_buckets_and_hasher(buckets, StableHasher::new())
+        Self::builder(MapSize::Buckets(buckets)).build()
     }
 
     /// A map that still remembers an item after `later_insertions` other items with probability
-    /// at least `remember_probability`: [`overwrite_buckets`] buckets.
+    /// at least `remember_probability`: [`overwrite_buckets`](crate::sizing::overwrite_buckets)
+    /// buckets. Short for `OverwriteMap::builder(MapSize::Window { .. }).build()`.
     ///
     /// `later_insertions` counts every insert of another item, redeliveries included: with each
     /// message delivered `c` times within the window, pass `c` times the number of messages (see
@@ -107,18 +131,27 @@ impl OverwriteMap {
     /// # Errors
     ///
     /// [`Error::InvalidProbability`], and the errors of [`with_buckets`](Self::with_buckets).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::for_window(3_600_000, 0.1)?;
+    /// assert_eq!(map.buckets(), 1_563_461);
+    /// assert!(seen::OverwriteMap::for_window(3_600_000, 1.0).is_err());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
-        Self::with_buckets(overwrite_buckets(later_insertions, remember_probability)?)
+        Self::builder(MapSize::Window {
+            later_insertions,
+            remember_probability,
+        })
+        .build()
     }
 }
 
 impl<H: ItemHasher> OverwriteMap<H> {
-    /// A map of `buckets` slots with a chosen hasher (any [`std::hash::BuildHasher`] works).
-    ///
-    /// # Errors
-    ///
-    /// As [`with_buckets`](OverwriteMap::with_buckets).
-    pub fn with_buckets_and_hasher(buckets: u64, hasher: H) -> Result<Self, Error> {
+    /// A map of `buckets` empty slots (what [`MapBuilder::build`] calls).
+    pub(super) fn allocate(buckets: u64, hasher: H) -> Result<Self, Error> {
         let len = checked_buckets(buckets, core::mem::size_of::<AtomicU64>())?;
         Ok(Self {
             slots: try_boxed_slice(len, || AtomicU64::new(0))?,

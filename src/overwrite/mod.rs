@@ -9,13 +9,16 @@
 //!
 //! - `fingerprint.rs`: [`OverwriteMap`], 64-bit fingerprints in `AtomicU64` slots;
 //! - `exact.rs`: [`ExactOverwriteMap`], the keys' bytes behind swappable `Arc`s;
+//! - `builder.rs`: [`MapBuilder`] and [`MapSize`], how both are sized and built;
 //! - here: what both share, slot selection and the bucket-count check.
 
 use crate::Error;
 
+mod builder;
 mod exact;
 mod fingerprint;
 
+pub use builder::{MapBuilder, MapSize};
 pub use exact::ExactOverwriteMap;
 pub use fingerprint::OverwriteMap;
 
@@ -40,7 +43,6 @@ fn checked_buckets(buckets: u64, slot_bytes: usize) -> Result<usize, Error> {
     }
     Ok(buckets as usize)
 }
-
 
 #[cfg(all(test, not(loom)))]
 mod tests {

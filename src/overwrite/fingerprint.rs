@@ -22,7 +22,7 @@ use crate::{DedupFilter, Error};
 ///   holds this item, so it never erases another item that overwrote it.
 /// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
 ///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
-///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`] makes it zero.
+///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it zero.
 /// - How long it remembers: an item survives `x` later insertions of other items with
 ///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
 ///

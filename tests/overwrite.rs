@@ -8,7 +8,7 @@ use common::{keys, same_key_race};
 
 use std::hash::RandomState;
 
-use seen::hash::StableHasher;
+use seen::hash::{ItemHasher, StableHasher};
 use seen::sizing::overwrite_remember_probability;
 use seen::{DedupFilter, Error, ExactOverwriteMap, MapSize, OverwriteMap};
 
@@ -164,6 +164,40 @@ fn shared_trait_and_debug() {
     let dynamic: &dyn DedupFilter<[u8]> = &exact;
     assert!(dynamic.insert(b"x") && dynamic.contains(b"x"));
     assert_eq!(format!("{map:?}"), "OverwriteMap { buckets: 100, .. }");
+}
+
+/// The item methods are the hash-level ones on the hasher's hash; the exact map compares bytes
+/// whatever hash it is given, so a wrong hash misplaces a key but never makes another key seen.
+#[test]
+fn hash_level_methods_agree_with_item_methods() {
+    let map = OverwriteMap::with_buckets(64).unwrap();
+    let exact = ExactOverwriteMap::with_buckets(64).unwrap();
+    for k in keys(4, 1_000) {
+        let bytes = k.to_le_bytes();
+        let (h, hb) = (
+            map.hasher().hash_item(&k),
+            exact.hasher().hash_bytes(&bytes),
+        );
+        let was = map.contains(&k);
+        assert_eq!(map.contains_hash(h), was);
+        assert_eq!(map.insert_hash(h), !was);
+        assert!(map.contains(&k) && !map.insert(&k));
+        let was = exact.contains(&bytes);
+        assert_eq!(exact.contains_hash(hb, &bytes), was);
+        assert_eq!(exact.insert_hash(hb, &bytes), !was);
+        assert!(exact.contains(&bytes) && !exact.insert(&bytes));
+        // A hash of another key: whatever that slot holds, it is not these bytes.
+        let wrong = exact.hasher().hash_bytes(&(k ^ 1).to_le_bytes());
+        assert!(!exact.contains_hash(wrong, &(k ^ 2).to_le_bytes()));
+        if k % 2 == 0 {
+            assert!(map.forget_hash(h) && !map.contains(&k));
+            assert!(exact.forget_hash(hb, &bytes) && !exact.contains(&bytes));
+        }
+    }
+    let (mut map, mut exact) = (map, exact);
+    map.extend(["x", "y"]);
+    exact.extend([&b"x"[..], b"y"]);
+    assert!(map.contains("y") && exact.contains("y"));
 }
 
 #[test]

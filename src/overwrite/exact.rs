@@ -4,7 +4,7 @@ use core::fmt;
 
 use super::{MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
-use crate::hash::{ItemHasher, StableHasher};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
 use crate::{DedupFilter, Error};
 
@@ -22,8 +22,9 @@ type Entry = Option<Box<[u8]>>;
 /// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, two heap allocations: 32 bytes
 /// (the `Arc`'s counts and the slice pointer) and the key bytes. An insert of a key the slot
 /// does not hold allocates one entry and frees the one it replaces: 240-560 ns per insert
-/// against 12-90 ns for [`OverwriteMap`](crate::OverwriteMap) (`docs/benchmarks.md`). Use [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new
-/// message per lookup is too much.
+/// against 12-90 ns for [`OverwriteMap`](crate::OverwriteMap) (`docs/benchmarks.md`). Use
+/// [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new message per
+/// lookup is too much.
 ///
 /// `insert` and `contains` are lock-free (arc-swap's operations are); `forget` is lock-free
 /// (its retry happens only when another thread changed the slot).
@@ -121,9 +122,9 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         })
     }
 
+    /// The slot a hash selects (from `h1`; the exact map has no use for `h2`).
     #[inline]
-    fn slot(&self, key: &[u8]) -> &ArcCell<Entry> {
-        let hash = self.hasher.hash_bytes(key);
+    fn slot(&self, hash: Hash128) -> &ArcCell<Entry> {
         &self.slots[slot_of(hash.h1, self.slots.len())]
     }
 
@@ -137,20 +138,28 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// assert!(!map.insert(&vec![0u8, 1]));
     /// # Ok::<(), seen::Error>(())
     /// ```
+    #[inline]
     pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        let slot = self.slot(key);
-        if slot.read(|entry| holds(entry, key)) {
-            return false;
-        }
-        let previous = slot.swap(Arc::new(Some(key.into())));
-        !holds(&previous, key)
+        self.insert_hash(self.hasher.hash_bytes(key), key)
     }
 
     /// Whether `key`'s slot holds exactly these bytes. Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1)?; // one slot: every key overwrites it
+    /// map.insert("a");
+    /// assert!(map.contains("a"));
+    /// map.insert("b");
+    /// assert!(!map.contains("a") && map.contains("b"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
     pub fn contains<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        self.slot(key).read(|entry| holds(entry, key))
+        self.contains_hash(self.hasher.hash_bytes(key), key)
     }
 
     /// Erases `key` if its slot still holds it; returns whether it did. Another key that
@@ -166,9 +175,79 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// assert!(map.contains("b"));
     /// # Ok::<(), seen::Error>(())
     /// ```
+    #[inline]
     pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        let slot = self.slot(key);
+        self.forget_hash(self.hasher.hash_bytes(key), key)
+    }
+
+    /// [`insert`](Self::insert) with the key's hash already computed: `hash` selects the slot
+    /// (its `h1`), the key's bytes are what the slot stores and compares.
+    ///
+    /// `insert(key)` is `insert_hash(self.hasher().hash_bytes(key), key)`. A `hash` computed
+    /// some other way never causes a wrong "seen" (the bytes are compared, whatever the hash),
+    /// but it puts the key in another slot: there `insert(key)`, `contains(key)` and
+    /// `forget(key)` do not find it, so a key hashed two ways is two entries, each forgotten on
+    /// its own. Pass the same hash for a key every time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_bytes(b"msg-42");
+    /// assert!(map.insert_hash(h, "msg-42"));
+    /// assert!(!map.insert("msg-42")); // the same hash as insert computes: the same entry
+    /// assert!(!map.contains_hash(h, "msg-43")); // another key in that slot: never "seen"
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(hash);
+        if slot.read(|entry| holds(entry, key)) {
+            return false;
+        }
+        let previous = slot.swap(Arc::new(Some(key.into())));
+        !holds(&previous, key)
+    }
+
+    /// [`contains`](Self::contains) with the key's hash already computed (see
+    /// [`insert_hash`](Self::insert_hash)): whether the slot `hash` selects holds exactly these
+    /// bytes. Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// map.insert("a");
+    /// assert!(map.contains_hash(map.hasher().hash_bytes(b"a"), "a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+        let key = key.as_ref();
+        self.slot(hash).read(|entry| holds(entry, key))
+    }
+
+    /// [`forget`](Self::forget) with the key's hash already computed (see
+    /// [`insert_hash`](Self::insert_hash)): erases the key from the slot `hash` selects if that
+    /// slot still holds it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_bytes(b"job-7");
+    /// map.insert("job-7");
+    /// assert!(map.forget_hash(h, "job-7"));
+    /// assert!(!map.contains("job-7"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn forget_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(hash);
         loop {
             let current = slot.load();
             if !holds(&current, key) {
@@ -193,7 +272,8 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         (self.slots.len() * core::mem::size_of::<ArcCell<Entry>>()) as u64
     }
 
-    /// The hasher (keys are hashed with its [`hash_bytes`](ItemHasher::hash_bytes)).
+    /// The hasher: [`hash_bytes`](ItemHasher::hash_bytes) of a key is the hash that
+    /// [`insert_hash`](Self::insert_hash) and the other hash-level methods take.
     pub fn hasher(&self) -> &H {
         &self.hasher
     }
@@ -202,7 +282,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     #[cfg(all(test, loom))]
     pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        let slot = self.slot(key);
+        let slot = self.slot(self.hasher.hash_bytes(key));
         if !holds(&slot.load(), key) {
             return false;
         }
@@ -223,6 +303,26 @@ impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMa
 
     fn contains(&self, key: &K) -> bool {
         ExactOverwriteMap::contains(self, key)
+    }
+}
+
+/// Inserts every key, as a loop of [`insert`](ExactOverwriteMap::insert) (which takes `&self`:
+/// call it in a loop to fill a shared map).
+///
+/// There is no `FromIterator`: a map is sized up front, not from the keys it will see.
+///
+/// ```
+/// let mut map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+/// map.extend(["a", "b"]);
+/// map.extend(&[vec![1u8, 2]]);
+/// assert!(map.contains("a") && map.contains(b"b") && map.contains(&[1, 2]));
+/// # Ok::<(), seen::Error>(())
+/// ```
+impl<'a, K: AsRef<[u8]> + ?Sized + 'a, H: ItemHasher> Extend<&'a K> for ExactOverwriteMap<H> {
+    fn extend<I: IntoIterator<Item = &'a K>>(&mut self, keys: I) {
+        for key in keys {
+            self.insert(key);
+        }
     }
 }
 

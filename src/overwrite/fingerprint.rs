@@ -5,7 +5,7 @@ use core::hash::Hash;
 
 use super::{MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
-use crate::hash::{ItemHasher, StableHasher};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering::Relaxed;
 use crate::{DedupFilter, Error};
@@ -22,7 +22,8 @@ use crate::{DedupFilter, Error};
 ///   holds this item, so it never erases another item that overwrote it.
 /// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
 ///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
-///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it zero.
+///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it
+///   zero.
 /// - How long it remembers: an item survives `x` later insertions of other items with
 ///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
 ///
@@ -159,10 +160,10 @@ impl<H: ItemHasher> OverwriteMap<H> {
         })
     }
 
-    /// The slot and the non-zero fingerprint of `item` (0 marks an empty slot).
+    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash: the slot from
+    /// `h1`, the fingerprint from `h2`. The one place the map derives them.
     #[inline]
-    fn locate<T: Hash + ?Sized>(&self, item: &T) -> (&AtomicU64, u64) {
-        let hash = self.hasher.hash_item(item);
+    fn locate(&self, hash: Hash128) -> (&AtomicU64, u64) {
         let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
         (slot, hash.h2.max(1))
     }
@@ -180,13 +181,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// ```
     #[inline]
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(item);
-        // Skip the write when the item is already there: a load instead of a locked RMW, and no
-        // cache-line ownership transfer. Still exact: the slot held it at the load.
-        if slot.load(Relaxed) == fingerprint {
-            return false;
-        }
-        slot.swap(fingerprint, Relaxed) != fingerprint
+        self.insert_hash(self.hasher.hash_item(item))
     }
 
     /// Whether the slot of `item` holds it: `true` means certainly inserted (and not forgotten
@@ -204,8 +199,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// ```
     #[inline]
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(item);
-        slot.load(Relaxed) == fingerprint
+        self.contains_hash(self.hasher.hash_item(item))
     }
 
     /// Erases `item` if its slot still holds it; returns whether it did. If another item has
@@ -227,7 +221,80 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// ```
     #[inline]
     pub fn forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(item);
+        self.forget_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash: `h1` selects the slot, `h2` is the
+    /// fingerprint.
+    ///
+    /// `insert(item)` is `insert_hash(self.hasher().hash_item(item))`. Any other way of hashing
+    /// works (say [`hash_bytes`](ItemHasher::hash_bytes) of a key you serialize yourself, or a
+    /// hash computed once and shared with other structures), as long as one item always gets
+    /// the same hash: the map compares hashes, so an item inserted through one way is not found
+    /// through another. The 2^-64 bound on a wrong "seen" assumes uniform hashes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_bytes(b"raw key");
+    /// assert!(map.insert_hash(h));
+    /// assert!(!map.insert_hash(h));
+    /// assert!(map.contains_hash(h));
+    /// assert!(!map.contains(&b"raw key"[..])); // hash_item: another hash, another item
+    /// assert!(map.insert_hash(map.hasher().hash_item("x")));
+    /// assert!(map.contains("x")); // hash_item: the hash insert computes, the same item
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        // Skip the write when the item is already there: a load instead of a locked RMW, and no
+        // cache-line ownership transfer. Still exact: the slot held it at the load.
+        if slot.load(Relaxed) == fingerprint {
+            return false;
+        }
+        slot.swap(fingerprint, Relaxed) != fingerprint
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash (see
+    /// [`insert_hash`](Self::insert_hash)). Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// map.insert(&42u64);
+    /// assert!(map.contains_hash(map.hasher().hash_item(&42u64)));
+    /// assert!(!map.contains_hash(map.hasher().hash_item(&43u64)));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        slot.load(Relaxed) == fingerprint
+    }
+
+    /// [`forget`](Self::forget) of an already computed hash (see
+    /// [`insert_hash`](Self::insert_hash)): one `compare_exchange`, which clears the slot only
+    /// if it still holds this fingerprint.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_item("job-7");
+    /// map.insert_hash(h);
+    /// assert!(map.forget_hash(h));
+    /// assert!(!map.contains("job-7"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn forget_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
         slot.compare_exchange(fingerprint, 0, Relaxed, Relaxed)
             .is_ok()
     }
@@ -242,7 +309,8 @@ impl<H: ItemHasher> OverwriteMap<H> {
         (self.slots.len() * core::mem::size_of::<AtomicU64>()) as u64
     }
 
-    /// The hasher.
+    /// The hasher: [`hash_item`](ItemHasher::hash_item) of an item is the hash that
+    /// [`insert_hash`](Self::insert_hash) and the other hash-level methods take.
     pub fn hasher(&self) -> &H {
         &self.hasher
     }
@@ -251,7 +319,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// swap is needed.
     #[cfg(all(test, loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(item);
+        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
         let previous = slot.load(Relaxed);
         slot.store(fingerprint, Relaxed);
         previous != fingerprint
@@ -260,7 +328,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.
     #[cfg(all(test, loom))]
     pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(item);
+        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
         if slot.load(Relaxed) != fingerprint {
             return false;
         }
@@ -278,6 +346,26 @@ impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for OverwriteMap<H> {
     #[inline]
     fn contains(&self, item: &T) -> bool {
         OverwriteMap::contains(self, item)
+    }
+}
+
+/// Inserts every item, as a loop of [`insert`](OverwriteMap::insert) (which takes `&self`:
+/// call it in a loop to fill a shared map).
+///
+/// There is no `FromIterator`: a map is sized up front, not from the items it will see.
+///
+/// ```
+/// let mut map = seen::OverwriteMap::with_buckets(1_000)?;
+/// map.extend(["a", "b"]);
+/// map.extend(&[1u64, 2]);
+/// assert!(map.contains("a") && map.contains("b") && map.contains(&2u64));
+/// # Ok::<(), seen::Error>(())
+/// ```
+impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for OverwriteMap<H> {
+    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
+        for item in items {
+            self.insert(item);
+        }
     }
 }
 

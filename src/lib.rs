@@ -84,7 +84,7 @@ pub use bloom::{
 };
 pub use error::Error;
 pub use filter::DedupFilter;
-pub use overwrite::{ExactOverwriteMap, MapBuilder, MapSize, OverwriteMap};
+pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, MapBuilder, MapSize, OverwriteMap};
 
 #[cfg(all(test, loom))]
 mod loom_models;

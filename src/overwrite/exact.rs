@@ -2,22 +2,24 @@
 
 use core::fmt;
 
-use super::{MapBuilder, MapSize, checked_buckets, slot_of};
+use super::{ExactClaim, MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
 use crate::{DedupFilter, Error};
 
 /// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
-type Entry = Option<Box<[u8]>>;
+pub(super) type Entry = Option<Box<[u8]>>;
 
 /// An overwrite map that stores each key's bytes, so a wrong "seen" is impossible (not merely
 /// 2^-64 unlikely, as in [`OverwriteMap`](crate::OverwriteMap)).
 ///
 /// Keys are byte strings (`&[u8]`, `str`, `String`, `Vec<u8>`, arrays: anything `AsRef<[u8]>`),
 /// hashed with [`ItemHasher::hash_bytes`]. Each slot is an atomically swappable `Arc` (arc-swap;
-/// no `unsafe` in this crate): `insert` allocates the key and swaps it in, `forget` is a
-/// compare-and-swap on the `Arc`'s identity, retried while the slot still holds an equal key.
+/// no `unsafe` in this crate): `insert` allocates the key and compare-and-swaps it in (never
+/// replacing an entry that holds the same key), `forget` is a compare-and-swap on the `Arc`'s
+/// identity, retried while the slot still holds an equal key. [`claim`](Self::claim) wraps
+/// both in a guard for at-least-once processing that forgets exactly the entry it inserted.
 ///
 /// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, two heap allocations: 32 bytes
 /// (the `Arc`'s counts and the slice pointer) and the key bytes. An insert of a key the slot
@@ -26,8 +28,9 @@ type Entry = Option<Box<[u8]>>;
 /// [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new message per
 /// lookup is too much.
 ///
-/// `insert` and `contains` are lock-free (arc-swap's operations are); `forget` is lock-free
-/// (its retry happens only when another thread changed the slot).
+/// `contains` is lock-free (arc-swap's load is); `insert` and `forget` are lock-free too: they
+/// retry only when another thread changed the slot between their load and their
+/// compare-and-swap.
 ///
 /// # Examples
 ///
@@ -122,12 +125,6 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         })
     }
 
-    /// The slot a hash selects (from `h1`; the exact map has no use for `h2`).
-    #[inline]
-    fn slot(&self, hash: Hash128) -> &ArcCell<Entry> {
-        &self.slots[slot_of(hash.h1, self.slots.len())]
-    }
-
     /// Records `key`; returns `false` if its slot already held exactly these bytes.
     ///
     /// # Examples
@@ -181,6 +178,105 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         self.forget_hash(self.hasher.hash_bytes(key), key)
     }
 
+    /// Claims `key` for at-least-once processing: `None` if the map remembers it (a duplicate:
+    /// acknowledge and drop it), otherwise an [`ExactClaim`] that keeps it remembered while you
+    /// process it. [`commit`](ExactClaim::commit) it once processing succeeded; dropped without
+    /// `commit` (an early return, a `?`, a panic unwinding), it forgets the entry it put in the
+    /// map, so that the next delivery gets through.
+    ///
+    /// `claim` is [`insert`](Self::insert) keeping the entry it inserted; the drop forgets that
+    /// entry and no other: see [`ExactClaim`] for the exact semantics.
+    ///
+    /// # Examples
+    ///
+    /// An early return (here through `?`) forgets the key:
+    ///
+    /// ```
+    /// use seen::ExactOverwriteMap;
+    ///
+    /// #[derive(Debug)]
+    /// struct Failed;
+    ///
+    /// fn process(body: &str) -> Result<usize, Failed> {
+    ///     if body.is_empty() { Err(Failed) } else { Ok(body.len()) }
+    /// }
+    ///
+    /// /// `Ok(Some(_))` processed, `Ok(None)` a duplicate, `Err` failed: the caller requeues it.
+    /// fn handle(map: &ExactOverwriteMap, id: &str, body: &str) -> Result<Option<usize>, Failed> {
+    ///     let Some(claim) = map.claim(id) else {
+    ///         return Ok(None); // seen: acknowledge and drop
+    ///     };
+    ///     let result = process(body)?; // on `Err`, `claim` is dropped here: `id` is forgotten
+    ///     claim.commit(); // processed: keep `id` remembered
+    ///     Ok(Some(result))
+    /// }
+    ///
+    /// let map = ExactOverwriteMap::with_buckets(1_000)?;
+    /// assert!(handle(&map, "msg-1", "").is_err()); // fails: the queue redelivers it
+    /// assert_eq!(handle(&map, "msg-1", "hello").unwrap(), Some(5)); // the retry gets through
+    /// assert_eq!(handle(&map, "msg-1", "hello").unwrap(), None); // a duplicate
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    ///
+    /// So does a panic, as the stack unwinds:
+    ///
+    /// ```
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// let crashed = catch_unwind(AssertUnwindSafe(|| {
+    ///     let _claim = map.claim("msg-2").expect("new");
+    ///     panic!("processing crashed");
+    /// }));
+    /// assert!(crashed.is_err());
+    /// assert!(map.claim("msg-2").is_some()); // the retry gets through
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[must_use = "dropping the claim at once forgets the key: bind it and `commit` it"]
+    pub fn claim<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> Option<ExactClaim<'_, H>> {
+        let key = key.as_ref();
+        let hash = self.hasher.hash_bytes(key);
+        let entry = self.take(hash, key)?;
+        Some(ExactClaim::new(self, hash, entry))
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+        let key = key.as_ref();
+        let slot = self.slot(self.hasher.hash_bytes(key));
+        if !holds(&slot.load(), key) {
+            return false;
+        }
+        slot.store(Arc::clone(&self.empty));
+        true
+    }
+
+    /// A deliberately broken [`claim`](Self::claim) for the loom models: takes the slot with one
+    /// `swap`, as `insert` once did, replacing an entry that holds the same key with its own.
+    #[cfg(all(test, loom))]
+    pub(crate) fn swapping_claim<K: AsRef<[u8]> + ?Sized>(
+        &self,
+        key: &K,
+    ) -> Option<ExactClaim<'_, H>> {
+        let key = key.as_ref();
+        let hash = self.hasher.hash_bytes(key);
+        let slot = self.slot(hash);
+        if slot.read(|entry| holds(entry, key)) {
+            return None;
+        }
+        let ours = Arc::new(Some(key.into()));
+        let previous = slot.swap(Arc::clone(&ours));
+        (!holds(&previous, key)).then(|| ExactClaim::new(self, hash, ours))
+    }
+}
+
+impl<H> ExactOverwriteMap<H> {
+    /// The slot a hash selects (from `h1`; the exact map has no use for `h2`).
+    #[inline]
+    fn slot(&self, hash: Hash128) -> &ArcCell<Entry> {
+        &self.slots[slot_of(hash.h1, self.slots.len())]
+    }
+
     /// [`insert`](Self::insert) with the key's hash already computed: `hash` selects the slot
     /// (its `h1`), the key's bytes are what the slot stores and compares.
     ///
@@ -202,13 +298,38 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn insert_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
-        let key = key.as_ref();
+        self.take(hash, key.as_ref()).is_some()
+    }
+
+    /// Puts a new entry of `key` in the slot `hash` selects unless the slot holds these bytes;
+    /// returns the entry it put there, or `None` if the slot already held the key.
+    ///
+    /// It **never replaces an entry that holds the key**: it compare-and-swaps against the entry
+    /// it read (retrying while other keys come and go), and stops as soon as the slot holds the
+    /// key. So an entry stays in its slot until another key overwrites it or a `forget` erases
+    /// it, and once gone it never comes back (the entry's `Arc` is a unique identity): what lets
+    /// an [`ExactClaim`] forget exactly the entry it put there. A `swap` would be one step
+    /// instead of a loop, and still exactly-once, but would replace a claim's entry with an
+    /// equal one that the claim's drop cannot recognize (the loom twin
+    /// `exact_swapping_claim_keeps_a_dropped_claim_remembered` shows the lost message).
+    fn take(&self, hash: Hash128, key: &[u8]) -> Option<Arc<Entry>> {
         let slot = self.slot(hash);
+        // The common case for a redelivery, and no reference count touched.
         if slot.read(|entry| holds(entry, key)) {
-            return false;
+            return None;
         }
-        let previous = slot.swap(Arc::new(Some(key.into())));
-        !holds(&previous, key)
+        let ours = Arc::new(Some(key.into()));
+        loop {
+            let current = slot.load();
+            if holds(&current, key) {
+                return None;
+            }
+            if slot.compare_and_swap(&current, Arc::clone(&ours)) {
+                return Some(ours);
+            }
+            // Another thread replaced the entry between our load and our CAS; look again.
+            spin_hint();
+        }
     }
 
     /// [`contains`](Self::contains) with the key's hash already computed (see
@@ -261,6 +382,13 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         }
     }
 
+    /// Erases `entry` (one `Arc`, by identity) from the slot `hash` selects if the slot still
+    /// holds it: one compare-and-swap, no retry. What a dropped [`ExactClaim`] does.
+    pub(super) fn forget_entry(&self, hash: Hash128, entry: &Arc<Entry>) -> bool {
+        self.slot(hash)
+            .compare_and_swap(entry, Arc::clone(&self.empty))
+    }
+
     /// The number of slots.
     pub fn buckets(&self) -> u64 {
         self.slots.len() as u64
@@ -278,12 +406,12 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         &self.hasher
     }
 
-    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    /// A deliberately broken [`forget_entry`](Self::forget_entry) for the loom models: checks
+    /// that the slot holds `entry`, then stores without comparing.
     #[cfg(all(test, loom))]
-    pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        let key = key.as_ref();
-        let slot = self.slot(self.hasher.hash_bytes(key));
-        if !holds(&slot.load(), key) {
+    pub(crate) fn racy_forget_entry(&self, hash: Hash128, entry: &Arc<Entry>) -> bool {
+        let slot = self.slot(hash);
+        if !Arc::ptr_eq(&slot.load(), entry) {
             return false;
         }
         slot.store(Arc::clone(&self.empty));

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::{MapBuilder, MapSize, checked_buckets, slot_of};
+use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
@@ -20,6 +20,8 @@ use crate::{DedupFilter, Error};
 ///   slot held this item's fingerprint.
 /// - [`forget`](Self::forget) is one `compare_exchange`: it clears the slot only if it still
 ///   holds this item, so it never erases another item that overwrote it.
+/// - [`claim`](Self::claim) wraps the two in a guard for at-least-once processing: an insert
+///   that is forgotten again unless [`commit`](Claim::commit)ted.
 /// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
 ///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
 ///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it
@@ -160,14 +162,6 @@ impl<H: ItemHasher> OverwriteMap<H> {
         })
     }
 
-    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash: the slot from
-    /// `h1`, the fingerprint from `h2`. The one place the map derives them.
-    #[inline]
-    fn locate(&self, hash: Hash128) -> (&AtomicU64, u64) {
-        let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
-        (slot, hash.h2.max(1))
-    }
-
     /// Records `item` in its slot (overwriting whatever was there); returns `false` if the slot
     /// already held it (certainly seen), `true` otherwise (new, or seen and forgotten).
     ///
@@ -222,6 +216,105 @@ impl<H: ItemHasher> OverwriteMap<H> {
     #[inline]
     pub fn forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.forget_hash(self.hasher.hash_item(item))
+    }
+
+    /// Claims `item` for at-least-once processing: `None` if the map remembers it (a duplicate:
+    /// acknowledge and drop it), otherwise a [`Claim`] that keeps it remembered while you process
+    /// it. [`commit`](Claim::commit) it once processing succeeded; dropped without `commit` (an
+    /// early return, a `?`, a panic unwinding), it [`forget`](Self::forget)s the item, so that
+    /// the next delivery gets through.
+    ///
+    /// `claim` is [`insert`](Self::insert) (`Some` exactly when `insert` would return `true`:
+    /// among racing claims of an item the map does not remember, exactly one gets it) and the
+    /// drop is [`forget`](Self::forget). See [`Claim`] for the exact semantics and the limits.
+    ///
+    /// # Examples
+    ///
+    /// An early return (here through `?`) forgets the item:
+    ///
+    /// ```
+    /// use seen::OverwriteMap;
+    ///
+    /// #[derive(Debug)]
+    /// struct Failed;
+    ///
+    /// fn process(id: u64, healthy: bool) -> Result<u64, Failed> {
+    ///     if healthy { Ok(id * 2) } else { Err(Failed) }
+    /// }
+    ///
+    /// /// `Ok(Some(_))` processed, `Ok(None)` a duplicate, `Err` failed: the caller requeues it.
+    /// fn handle(map: &OverwriteMap, id: u64, healthy: bool) -> Result<Option<u64>, Failed> {
+    ///     let Some(claim) = map.claim(&id) else {
+    ///         return Ok(None); // seen: acknowledge and drop
+    ///     };
+    ///     let result = process(id, healthy)?; // on `Err`, `claim` is dropped: `id` is forgotten
+    ///     claim.commit(); // processed: keep `id` remembered
+    ///     Ok(Some(result))
+    /// }
+    ///
+    /// let map = OverwriteMap::with_buckets(1_000)?;
+    /// assert!(handle(&map, 7, false).is_err()); // fails: the queue redelivers it
+    /// assert_eq!(handle(&map, 7, true).unwrap(), Some(14)); // the retry gets through
+    /// assert_eq!(handle(&map, 7, true).unwrap(), None); // a duplicate
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    ///
+    /// So does a panic, as the stack unwinds:
+    ///
+    /// ```
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let crashed = catch_unwind(AssertUnwindSafe(|| {
+    ///     let _claim = map.claim("job-9").expect("new");
+    ///     assert!(map.claim("job-9").is_none()); // claimed: a duplicate meanwhile is dropped
+    ///     panic!("processing crashed");
+    /// }));
+    /// assert!(crashed.is_err());
+    /// assert!(map.claim("job-9").is_some()); // the retry gets through
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    #[inline]
+    pub fn claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
+        let hash = self.hasher.hash_item(item);
+        self.insert_hash(hash).then(|| Claim::new(self, hash))
+    }
+
+    /// A deliberately broken insert for the loom models: a load and a separate store where one
+    /// swap is needed.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
+        let previous = slot.load(Relaxed);
+        slot.store(fingerprint, Relaxed);
+        previous != fingerprint
+    }
+
+    /// A deliberately broken claim for the loom models: [`racy_insert`](Self::racy_insert)'s
+    /// load and separate store.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
+        let hash = self.hasher.hash_item(item);
+        let (slot, fingerprint) = self.locate(hash);
+        let previous = slot.load(Relaxed);
+        slot.store(fingerprint, Relaxed);
+        (previous != fingerprint).then(|| Claim::new(self, hash))
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.racy_forget_hash(self.hasher.hash_item(item))
+    }
+}
+
+impl<H> OverwriteMap<H> {
+    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash: the slot from
+    /// `h1`, the fingerprint from `h2`. The one place the map derives them.
+    #[inline]
+    fn locate(&self, hash: Hash128) -> (&AtomicU64, u64) {
+        let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
+        (slot, hash.h2.max(1))
     }
 
     /// [`insert`](Self::insert) of an already computed hash: `h1` selects the slot, `h2` is the
@@ -315,20 +408,10 @@ impl<H: ItemHasher> OverwriteMap<H> {
         &self.hasher
     }
 
-    /// A deliberately broken insert for the loom models: a load and a separate store where one
-    /// swap is needed.
+    /// [`racy_forget`](Self::racy_forget) of a hash (what a broken [`Claim`] twin calls).
     #[cfg(all(test, loom))]
-    pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
-        let previous = slot.load(Relaxed);
-        slot.store(fingerprint, Relaxed);
-        previous != fingerprint
-    }
-
-    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(all(test, loom))]
-    pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
+    pub(crate) fn racy_forget_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
         if slot.load(Relaxed) != fingerprint {
             return false;
         }

@@ -10,15 +10,18 @@
 //! - `fingerprint.rs`: [`OverwriteMap`], 64-bit fingerprints in `AtomicU64` slots;
 //! - `exact.rs`: [`ExactOverwriteMap`], the keys' bytes behind swappable `Arc`s;
 //! - `builder.rs`: [`MapBuilder`] and [`MapSize`], how both are sized and built;
+//! - `claim.rs`: [`Claim`] and [`ExactClaim`], the at-least-once guards `claim` returns;
 //! - here: what both share, slot selection and the bucket-count check.
 
 use crate::Error;
 
 mod builder;
+mod claim;
 mod exact;
 mod fingerprint;
 
 pub use builder::{MapBuilder, MapSize};
+pub use claim::{Claim, ExactClaim};
 pub use exact::ExactOverwriteMap;
 pub use fingerprint::OverwriteMap;
 

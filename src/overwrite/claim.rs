@@ -32,8 +32,9 @@ use crate::{ExactOverwriteMap, OverwriteMap};
 ///
 /// - `claim` is [`OverwriteMap::insert`]: `Some` exactly when `insert` would return `true`, so
 ///   among racing claims of an item the map does not remember, exactly one gets `Some`.
-/// - While a claim lives, or after it committed, every other claim of the item gets `None`, as
-///   long as no other item has overwritten the slot.
+/// - While a claim lives, and after it committed, every other claim of the item gets `None`,
+///   until another item overwrites the slot (or, the second limit below, an older claim of the
+///   same item that had been overwritten is dropped).
 /// - A drop never erases another item: if another item overwrote the slot, the compare-exchange
 ///   fails and the slot keeps that item.
 /// - Hand a failed message back to the queue (nack, requeue) only **after** the claim is dropped:
@@ -43,12 +44,14 @@ use crate::{ExactOverwriteMap, OverwriteMap};
 ///   requeue happens before the redelivery is received) is what makes the next claim see the
 ///   forget.
 ///
-/// **Why this is at-least-once.** A delivery is dropped only while the slot holds the item
-/// (up to the map's 2^-64 fingerprint collisions): put there by a claim that is still live (it
-/// will commit, or its drop forgets the item before the message goes back to the queue), by a
-/// claim that committed (the message was processed), or by a plain `insert`. A drop only ever
-/// erases, so whatever goes wrong in a race, it can make the map say "new" where it would have
-/// said "seen" (a duplicate processed), never the reverse (a message lost).
+/// **Why this is at-least-once.** A delivery is refused only while the slot holds the item (up
+/// to the map's 2^-64 fingerprint collisions). The claim whose write the slot holds cannot have
+/// been dropped yet (its drop would have found the fingerprint and erased it): it is live, and
+/// its message will be committed or, once the claim is dropped, handed back to the queue; or it
+/// committed, and the message was processed. (Or a plain `insert` wrote it: mixing the two for
+/// one item is the caller's choice.) And a drop only ever erases: whatever happens in a race, it
+/// can make the map say "new" where it would have said "seen" (a duplicate processed), never the
+/// reverse (a message lost).
 ///
 /// # Limits
 ///
@@ -163,13 +166,14 @@ impl<H> fmt::Debug for Claim<'_, H> {
 /// - Dropped without `commit`, the claim erases its entry if it is still there; otherwise it
 ///   does nothing. So **a drop never erases another claim's entry**, live or committed, even of
 ///   the same key: a committed claim is undone only by an overwrite or an explicit `forget`.
-/// - While a claim lives, or after it committed, every other claim of the key gets `None`, as
-///   long as no other key has overwritten the slot.
+/// - While a claim lives, and after it committed, every other claim of the key gets `None`,
+///   until another key overwrites the slot or a `forget` of the key erases the entry.
 /// - As with [`Claim`], hand a failed message back to the queue only after the claim is dropped.
 ///
-/// At-least-once for the same reason as [`Claim`]: a delivery is dropped only while the slot
-/// holds its exact bytes, put there by a live claim, a committed one or a plain `insert`; and
-/// a drop only ever erases.
+/// At-least-once for the same reason as [`Claim`]: a delivery is refused only while the slot
+/// holds an entry with its exact bytes, and the claim that put that entry there cannot have been
+/// dropped yet (its drop would have erased it): it is live or committed. And a drop only ever
+/// erases.
 ///
 /// # Limits
 ///

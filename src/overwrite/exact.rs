@@ -160,7 +160,8 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     }
 
     /// Erases `key` if its slot still holds it; returns whether it did. Another key that
-    /// overwrote the slot is never erased.
+    /// overwrote the slot is never erased. [`claim`](Self::claim) pairs the insert and the
+    /// forget in a guard, so that no failure path (an early return, a panic) can miss it.
     ///
     /// # Examples
     ///
@@ -282,9 +283,9 @@ impl<H> ExactOverwriteMap<H> {
     ///
     /// `insert(key)` is `insert_hash(self.hasher().hash_bytes(key), key)`. A `hash` computed
     /// some other way never causes a wrong "seen" (the bytes are compared, whatever the hash),
-    /// but it puts the key in another slot: there `insert(key)`, `contains(key)` and
-    /// `forget(key)` do not find it, so a key hashed two ways is two entries, each forgotten on
-    /// its own. Pass the same hash for a key every time.
+    /// but it puts the key in another slot, where `insert(key)`, `contains(key)` and
+    /// `forget(key)` do not look: a key hashed two ways is two entries, each forgotten on its
+    /// own. Pass the same hash for a key every time.
     ///
     /// # Examples
     ///
@@ -295,6 +296,12 @@ impl<H> ExactOverwriteMap<H> {
     /// assert!(map.insert_hash(h, "msg-42"));
     /// assert!(!map.insert("msg-42")); // the same hash as insert computes: the same entry
     /// assert!(!map.contains_hash(h, "msg-43")); // another key in that slot: never "seen"
+    ///
+    /// // A hash that is not `hash_bytes(key)`: still exact, but the key lands in another slot.
+    /// let wrong = map.hasher().hash_bytes(b"not the key");
+    /// assert!(map.insert_hash(wrong, "msg-7"));
+    /// assert!(map.contains_hash(wrong, "msg-7"));
+    /// assert!(!map.contains("msg-7")); // `contains` looks in the key's own slot
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn insert_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
@@ -307,8 +314,9 @@ impl<H> ExactOverwriteMap<H> {
     /// It **never replaces an entry that holds the key**: it compare-and-swaps against the entry
     /// it read (retrying while other keys come and go), and stops as soon as the slot holds the
     /// key. So an entry stays in its slot until another key overwrites it or a `forget` erases
-    /// it, and once gone it never comes back (the entry's `Arc` is a unique identity): what lets
-    /// an [`ExactClaim`] forget exactly the entry it put there. A `swap` would be one step
+    /// it, and once gone it never comes back (a claim keeps its entry's `Arc` alive, so no later
+    /// entry can reuse the address it compares): what lets an [`ExactClaim`] forget exactly the
+    /// entry it put there. A `swap` would be one step
     /// instead of a loop, and still exactly-once, but would replace a claim's entry with an
     /// equal one that the claim's drop cannot recognize (the loom twin
     /// `exact_swapping_claim_keeps_a_dropped_claim_remembered` shows the lost message).

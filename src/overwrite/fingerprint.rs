@@ -201,7 +201,8 @@ impl<H: ItemHasher> OverwriteMap<H> {
     ///
     /// Use it when processing an item failed, so that its redelivery is not dropped. It only
     /// helps redeliveries that arrive after it: one that arrived while the item was being
-    /// processed was already reported seen.
+    /// processed was already reported seen. [`claim`](Self::claim) pairs the insert and the
+    /// forget in a guard, so that no failure path (an early return, a panic) can miss it.
     ///
     /// # Examples
     ///
@@ -284,14 +285,11 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// swap is needed.
     #[cfg(all(test, loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let (slot, fingerprint) = self.locate(self.hasher.hash_item(item));
-        let previous = slot.load(Relaxed);
-        slot.store(fingerprint, Relaxed);
-        previous != fingerprint
+        self.racy_claim(item).map(Claim::commit).is_some()
     }
 
-    /// A deliberately broken claim for the loom models: [`racy_insert`](Self::racy_insert)'s
-    /// load and separate store.
+    /// A deliberately broken claim for the loom models: a load and a separate store where one
+    /// swap is needed.
     #[cfg(all(test, loom))]
     pub(crate) fn racy_claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
         let hash = self.hasher.hash_item(item);

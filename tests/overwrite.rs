@@ -340,6 +340,23 @@ mod properties {
     }
 }
 
+/// The hand-off of the two-thread round tests: waits until `counter` reaches `value`. It spins,
+/// so that both threads are running when released and their next steps race; after a while it
+/// yields, so that on an oversubscribed machine (more runnable threads than cores, as when the
+/// test harness runs other tests alongside) a waiter does not burn the time slice the other
+/// thread needs.
+fn wait_for(counter: &std::sync::atomic::AtomicU64, value: u64) {
+    let mut spins = 0u32;
+    while counter.load(std::sync::atomic::Ordering::Acquire) < value {
+        if spins < 1 << 12 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// The loom model's shape on real threads: the slot holds `a_i`; one thread calls `forget(a_i)`
 /// while the other inserts `b_i` into the same slot (one-bucket maps, the two started together
 /// through a spinning hand-off). Whatever the order, `b_i` must survive: `forget` erases only its
@@ -352,11 +369,6 @@ fn forget_racing_an_overwrite_never_erases_the_other_item() {
     let map = OverwriteMap::with_buckets(1).unwrap();
     let exact = ExactOverwriteMap::with_buckets(1).unwrap();
     let (go, forgotten) = (AtomicU64::new(0), AtomicU64::new(0));
-    let wait_for = |counter: &AtomicU64, value: u64| {
-        while counter.load(Ordering::Acquire) < value {
-            std::hint::spin_loop();
-        }
-    };
     let (lost, forgets) = std::thread::scope(|s| {
         let forgetter = s.spawn(|| {
             let mut forgets = 0u64;
@@ -586,11 +598,6 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
     fn rounds<M: Claims>(name: &str, make: impl Fn() -> M) -> (u64, u64) {
         let (other_id, reclaim) = (make(), make());
         let (claimed, dropped, checked) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-        let wait_for = |counter: &AtomicU64, value: u64| {
-            while counter.load(Ordering::Acquire) < value {
-                std::hint::spin_loop();
-            }
-        };
         let (lost_other, lost_reclaim) = std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 0..ROUNDS {

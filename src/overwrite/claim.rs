@@ -140,9 +140,11 @@ impl<H> Drop for Claim<'_, H> {
 
 impl<H> fmt::Debug for Claim<'_, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Claim")
-            .field("hash", &self.hash)
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("Claim");
+        if let Some(hash) = &self.hash {
+            f.field("hash", hash);
+        }
+        f.finish_non_exhaustive()
     }
 }
 
@@ -268,9 +270,11 @@ impl<H> Drop for ExactClaim<'_, H> {
 
 impl<H> fmt::Debug for ExactClaim<'_, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExactClaim")
-            .field("hash", &self.hash)
-            .field("key", &self.entry.as_deref().and_then(Option::as_deref))
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("ExactClaim");
+        f.field("hash", &self.hash);
+        if let Some(key) = self.entry.as_deref().and_then(Option::as_deref) {
+            f.field("key", &key);
+        }
+        f.finish_non_exhaustive()
     }
 }

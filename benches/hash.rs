@@ -10,9 +10,11 @@ use seen::hash::{ItemHasher, StableHasher};
 
 const BATCH: u64 = 1024;
 
+/// Counters spread over all 64 bits by an odd multiplier (any will do: the hashes' cost does not
+/// depend on the values).
 fn keys_u64() -> Vec<u64> {
     (0..BATCH)
-        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .map(|i| i.wrapping_mul(0xd6e8_feb8_6659_fd93))
         .collect()
 }
 

@@ -6,13 +6,16 @@
 //!
 //! The story: a queue (think NSQ, Kafka, SQS) delivers every message at least once. Some
 //! messages come twice (a redelivery after a lost acknowledgement), always within `WINDOW`
-//! deliveries of the first copy. Four consumer threads share one map:
+//! deliveries of the first copy. Four consumer threads share one map, and handle each delivery
+//! with a claim (see `handle` below):
 //!
-//! - `map.insert(id)` is `true` for a message the map does not remember: process it.
-//!   `false` means "certainly seen": acknowledge and drop it.
-//! - Processing fails now and then. The consumer then calls `map.forget(id)` (which erases the
-//!   entry only if it is still this message's) and requeues the message, so that the retry is
-//!   not taken for a duplicate.
+//! - `map.claim(&id)` is `None` for a message the map remembers: certainly seen, so acknowledge
+//!   and drop it. Otherwise it is a guard that keeps the id remembered while the message is
+//!   processed.
+//! - Processing succeeds: `claim.commit()`, and the id stays remembered.
+//! - Processing fails now and then: the `?` returns the error, which drops the claim, which
+//!   forgets the id (only if the map still holds it); then the consumer requeues the message, so
+//!   that the retry is not taken for a duplicate. A panic while processing would do the same.
 //!
 //! The map errs the safe way: it can forget a message (and let a duplicate through) but never
 //! drops a message it has not seen. So at the end every message has been processed successfully
@@ -27,34 +30,71 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use seen::OverwriteMap;
+use seen::hash::{ItemHasher, StableHasher};
 use seen::sizing::overwrite_buckets;
 
 const MESSAGES: u64 = 200_000;
 const CONSUMERS: usize = 4;
 /// Probability that the queue redelivers a message a second time.
 const REDELIVERY: f64 = 0.2;
-/// Probability that processing a delivery fails (the consumer then forgets and requeues it).
+/// Probability that processing a delivery fails (its claim, dropped, forgets it; the consumer
+/// requeues it).
 const FAILURE: f64 = 0.05;
 /// A redelivery comes at most this many deliveries after the first copy.
 const WINDOW: u64 = 20_000;
 /// How surely the map should still remember a message when its redelivery comes.
 const REMEMBER: f64 = 0.99;
 
-/// A small deterministic generator (splitmix64), so that every run tells the same story.
-struct Rng(u64);
+/// A deterministic pseudo-random stream, so that every run tells the same story: the crate's
+/// stable hash of a counter, seeded.
+struct Rng {
+    hasher: StableHasher,
+    counter: u64,
+}
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Self {
+            hasher: StableHasher::with_seed(seed),
+            counter: 0,
+        }
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.counter += 1;
+        self.hasher.hash_item(&self.counter).h1
     }
 
     fn chance(&mut self, p: f64) -> bool {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
+}
+
+/// Processing a message failed; the message must be delivered again.
+#[derive(Debug)]
+struct ProcessingFailed;
+
+/// What became of one delivery.
+enum Handled {
+    Processed,
+    Duplicate,
+}
+
+/// Handles one delivery of message `id`: the pattern to copy.
+///
+/// On `Err`, the claim has already been dropped (by the `?`), so the id is forgotten before the
+/// caller hands the message back to the queue: the redelivery gets through.
+fn handle(
+    map: &OverwriteMap,
+    id: u64,
+    process: impl FnOnce(u64) -> Result<(), ProcessingFailed>,
+) -> Result<Handled, ProcessingFailed> {
+    let Some(claim) = map.claim(&id) else {
+        return Ok(Handled::Duplicate); // certainly seen: acknowledge, drop
+    };
+    process(id)?; // failed: `claim` is dropped here, which forgets `id`
+    claim.commit(); // processed: keep `id` remembered
+    Ok(Handled::Processed)
 }
 
 /// The queue: a precomputed delivery order (each message once, plus redeliveries placed within
@@ -114,7 +154,7 @@ impl Queue {
 }
 
 fn main() -> Result<(), seen::Error> {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let queue = Queue::new(&mut rng);
     // A redelivery is at most WINDOW / 2 queue positions late; retries and other consumers'
     // inserts can stretch that in insertions, so size for the full WINDOW.
@@ -124,14 +164,13 @@ fn main() -> Result<(), seen::Error> {
     let successes: Vec<AtomicU32> = (0..MESSAGES).map(|_| AtomicU32::new(0)).collect();
     let dropped = AtomicU64::new(0);
     let failures = AtomicU64::new(0);
-    let forgotten = AtomicU64::new(0);
 
     std::thread::scope(|s| {
         for consumer in 0..CONSUMERS {
             let (queue, map, successes) = (&queue, &map, &successes);
-            let (dropped, failures, forgotten) = (&dropped, &failures, &forgotten);
+            let (dropped, failures) = (&dropped, &failures);
             s.spawn(move || {
-                let mut rng = Rng(1000 + consumer as u64);
+                let mut rng = Rng::new(1000 + consumer as u64);
                 loop {
                     let Some(id) = queue.pop() else {
                         // Empty for now; a consumer still holding a message may requeue it.
@@ -141,17 +180,23 @@ fn main() -> Result<(), seen::Error> {
                         std::thread::yield_now();
                         continue;
                     };
-                    if !map.insert(&id) {
-                        dropped.fetch_add(1, Relaxed); // certainly seen: acknowledge, drop
-                    } else if rng.chance(FAILURE) {
-                        // Processing failed: let the retry through, then requeue it.
-                        if map.forget(&id) {
-                            forgotten.fetch_add(1, Relaxed);
+                    let process = |id: u64| {
+                        if rng.chance(FAILURE) {
+                            return Err(ProcessingFailed);
                         }
-                        failures.fetch_add(1, Relaxed);
-                        queue.requeue(id);
-                    } else {
                         successes[id as usize].fetch_add(1, Relaxed);
+                        Ok(())
+                    };
+                    match handle(map, id, process) {
+                        Ok(Handled::Processed) => {}
+                        Ok(Handled::Duplicate) => {
+                            dropped.fetch_add(1, Relaxed);
+                        }
+                        Err(ProcessingFailed) => {
+                            // The claim is gone and the id forgotten: hand the message back.
+                            failures.fetch_add(1, Relaxed);
+                            queue.requeue(id);
+                        }
                     }
                     queue.in_flight.fetch_sub(1, SeqCst);
                 }
@@ -171,11 +216,7 @@ fn main() -> Result<(), seen::Error> {
 
     println!("messages                      {MESSAGES}");
     println!("redeliveries by the queue     {}", queue.redeliveries);
-    println!(
-        "processing failures (retried) {} ({} forgotten; the rest already overwritten)",
-        failures.load(Relaxed),
-        forgotten.load(Relaxed)
-    );
+    println!("processing failures (retried) {}", failures.load(Relaxed));
     println!("duplicates dropped            {}", dropped.load(Relaxed));
     println!("messages never processed      {never}");
     println!(

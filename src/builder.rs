@@ -6,6 +6,9 @@
 //! builder's argument and everything else has a default, so `build()` never reports a missing
 //! parameter.
 //!
+//! Both overwrite maps are built through one [`MapBuilder`], sized up front by a [`MapSize`]:
+//! a bucket count, or a window to remember items across.
+//!
 //! ```
 //! use seen::{AtomicBloomFilter, Layout};
 //! use seen::builder::{AtomicOptions, BloomBuilder};
@@ -18,3 +21,4 @@
 //! ```
 
 pub use crate::bloom::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
+pub use crate::overwrite::{MapBuilder, MapSize};

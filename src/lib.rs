@@ -110,7 +110,7 @@ pub use bloom::{AtomicBloomFilter, CompactionStats, FrozenBloomFilter, SemiConcu
 pub use error::Error;
 pub use filter::DedupFilter;
 pub use layout::Layout;
-pub use overwrite::{ExactOverwriteMap, OverwriteMap};
+pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, OverwriteMap};
 
 #[cfg(all(test, loom))]
 mod loom_models;

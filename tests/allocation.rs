@@ -6,6 +6,7 @@
 
 use std::process::Command;
 
+use seen::builder::MapSize;
 use seen::{
     AtomicBloomFilter, Error, ExactOverwriteMap, Layout, OverwriteMap, SemiConcurrentBloomFilter,
 };
@@ -69,16 +70,20 @@ fn absurd_sizes_are_errors_for_every_constructor() {
             OverwriteMap::with_buckets(buckets),
         );
         refused(
-            "OverwriteMap::with_buckets_and_hasher",
-            OverwriteMap::with_buckets_and_hasher(buckets, std::hash::RandomState::new()),
+            "OverwriteMap::builder",
+            OverwriteMap::builder(buckets)
+                .hasher(std::hash::RandomState::new())
+                .build(),
         );
         refused(
             "ExactOverwriteMap::with_buckets",
             ExactOverwriteMap::with_buckets(buckets),
         );
         refused(
-            "ExactOverwriteMap::with_buckets_and_hasher",
-            ExactOverwriteMap::with_buckets_and_hasher(buckets, std::hash::RandomState::new()),
+            "ExactOverwriteMap::builder",
+            ExactOverwriteMap::builder(buckets)
+                .hasher(std::hash::RandomState::new())
+                .build(),
         );
     }
     // Remembering across 10^12 insertions with p = 0.9 takes ~9.5e12 buckets.
@@ -89,6 +94,14 @@ fn absurd_sizes_are_errors_for_every_constructor() {
     refused(
         "ExactOverwriteMap::for_window",
         ExactOverwriteMap::for_window(1_000_000_000_000, 0.9),
+    );
+    refused(
+        "ExactOverwriteMap::builder(Window)",
+        ExactOverwriteMap::builder(MapSize::Window {
+            later_insertions: 1_000_000_000_000,
+            remember_probability: 0.9,
+        })
+        .build(),
     );
     // And a size that fits the cap is still granted: the cap is not what makes these fail.
     assert!(AtomicBloomFilter::with_capacity(1_000_000, 0.01).is_ok());

@@ -2,20 +2,15 @@
 #![allow(dead_code)]
 
 use seen::DedupFilter;
+use seen::hash::{ItemHasher, StableHasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fixed-seed stream of distinct-looking 64-bit keys (splitmix64), so runs are reproducible.
+/// A fixed-seed stream of distinct-looking 64-bit keys, so runs are reproducible: the crate's
+/// stable hash of a counter (`h1` of `StableHasher::with_seed(seed).hash_item(&i)`). Keys of one
+/// stream, and of streams with different seeds, collide with probability about 2^-64 per pair.
 pub(crate) fn keys(seed: u64, n: usize) -> Vec<u64> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        })
-        .collect()
+    let hasher = StableHasher::with_seed(seed);
+    (0..n as u64).map(|i| hasher.hash_item(&i).h1).collect()
 }
 
 /// What two threads saw when they inserted the same keys, in the same order, into one filter.

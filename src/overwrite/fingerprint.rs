@@ -1,0 +1,474 @@
+//! [`OverwriteMap`]: one `AtomicU64` fingerprint per slot.
+
+use core::fmt;
+use core::hash::Hash;
+
+use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::bits::try_boxed_slice;
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sync::AtomicU64;
+use crate::sync::Ordering::Relaxed;
+use crate::{DedupFilter, Error};
+
+/// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
+/// consumers: it never reports an item it was not given as seen, and it forgets old items.
+///
+/// Each of the `buckets` slots is one `AtomicU64` holding the 64-bit fingerprint of the last
+/// item hashed to it (8 bytes per bucket, nothing else).
+///
+/// - [`insert`](Self::insert) is one atomic `swap`: it returns `false` (seen) exactly when the
+///   slot held this item's fingerprint.
+/// - [`forget`](Self::forget) is one `compare_exchange`: it clears the slot only if it still
+///   holds this item, so it never erases another item that overwrote it.
+/// - [`claim`](Self::claim) wraps the two in a guard for at-least-once processing: an insert
+///   that is forgotten again unless [`commit`](Claim::commit)ted.
+/// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
+///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
+///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it
+///   zero.
+/// - How long it remembers: an item survives `x` later insertions of other items with
+///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
+///
+/// # What counts as a later insertion
+///
+/// Every `insert` of another item after this item's insert, **including redeliveries**: a
+/// redelivered message that the map has forgotten is written to its slot again, exactly like a
+/// new one. A redelivery the map still remembers writes nothing (its slot already holds it), but
+/// in the common replicated case the redeliveries that matter are exactly the forgotten ones: if
+/// every message is delivered twice, the copy up to `T` late, then between a message and its copy
+/// come the originals of the next `T` *and* the copies of the previous `T`, among them the copies
+/// of the messages this one displaced from its slot, which displace it in turn. Count both:
+/// with `x` messages per `T` and `c` deliveries of each, size for `c · x` later insertions.
+///
+/// ```
+/// use seen::OverwriteMap;
+/// use seen::sizing::overwrite_remember_probability;
+/// // 3.6M messages an hour, each delivered twice, the copy up to an hour late:
+/// let naive = OverwriteMap::for_window(3_600_000, 0.9)?;
+/// let copy_seen = overwrite_remember_probability(naive.buckets(), 2 * 3_600_000)?;
+/// assert!((copy_seen - 0.81).abs() < 0.001); // 0.9^2: not what was asked for
+/// let map = OverwriteMap::for_window(2 * 3_600_000, 0.9)?; // 2 x 261 MiB
+/// assert!(overwrite_remember_probability(map.buckets(), 2 * 3_600_000)? >= 0.9);
+/// # Ok::<(), seen::Error>(())
+/// ```
+///
+/// (`tests/overwrite.rs`, `replicated_deliveries_count_twice_against_the_window`, measures it:
+/// 0.811 of copies recognized with the naive size, 0.901 with the doubled one.)
+///
+/// All operations are wait-free (one atomic instruction, no loop) and `Relaxed`: the map does
+/// not synchronize other memory between threads. Racing inserts of the same item into a slot
+/// that does not hold it: exactly one returns `true`.
+///
+/// # Examples
+///
+/// ```
+/// use seen::OverwriteMap;
+///
+/// // Remember a message across 3.6M later messages with probability 0.9.
+/// let map = OverwriteMap::for_window(3_600_000, 0.9)?;
+/// assert_eq!(map.buckets(), 34_168_399);
+/// assert!(map.insert(b"msg-42"));   // new: process it
+/// assert!(!map.insert(b"msg-42"));  // redelivered: drop it
+/// assert!(map.forget(b"msg-42"));   // processing failed: let the next redelivery through
+/// assert!(map.insert(b"msg-42"));
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct OverwriteMap<H = StableHasher> {
+    slots: Box<[AtomicU64]>,
+    hasher: H,
+}
+
+impl OverwriteMap {
+    /// A builder of a map of the given size: a bucket count (a plain `u64`) or a
+    /// [`MapSize::Window`]. Set the hasher with [`MapBuilder::hasher`], then
+    /// [`build`](MapBuilder::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::StableHasher;
+    /// use seen::OverwriteMap;
+    /// use seen::builder::MapSize;
+    /// let map = OverwriteMap::builder(MapSize::Window {
+    ///     later_insertions: 3_600_000,
+    ///     remember_probability: 0.9,
+    /// })
+    /// .hasher(StableHasher::with_seed(42))
+    /// .build()?;
+    /// assert_eq!(map.buckets(), 34_168_399);
+    /// assert_eq!(map.hasher().seed(), 42);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder(size: impl Into<MapSize>) -> MapBuilder<Self> {
+        MapBuilder::new(size.into())
+    }
+
+    /// A map of exactly `buckets` slots (no rounding: slots are chosen by multiply-shift, which
+    /// needs no power of two), with the default [`StableHasher`]. Short for
+    /// `OverwriteMap::builder(buckets).build()`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroBuckets`], [`Error::TooLarge`] past the address space,
+    /// [`Error::AllocationFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// assert_eq!(map.memory_bytes(), 8_000);
+    /// assert!(seen::OverwriteMap::with_buckets(0).is_err());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_buckets(buckets: u64) -> Result<Self, Error> {
+        Self::builder(MapSize::Buckets(buckets)).build()
+    }
+
+    /// A map that still remembers an item after `later_insertions` other items with probability
+    /// at least `remember_probability`: [`overwrite_buckets`](crate::sizing::overwrite_buckets)
+    /// buckets. Short for `OverwriteMap::builder(MapSize::Window { .. }).build()`.
+    ///
+    /// `later_insertions` counts every insert of another item, redeliveries included: with each
+    /// message delivered `c` times within the window, pass `c` times the number of messages (see
+    /// "What counts as a later insertion" on the type).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidProbability`], and the errors of [`with_buckets`](Self::with_buckets).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::for_window(3_600_000, 0.1)?;
+    /// assert_eq!(map.buckets(), 1_563_461);
+    /// assert!(seen::OverwriteMap::for_window(3_600_000, 1.0).is_err());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn for_window(later_insertions: u64, remember_probability: f64) -> Result<Self, Error> {
+        Self::builder(MapSize::Window {
+            later_insertions,
+            remember_probability,
+        })
+        .build()
+    }
+}
+
+impl<H: ItemHasher> OverwriteMap<H> {
+    /// A map of `buckets` empty slots (what [`MapBuilder::build`] calls).
+    pub(super) fn allocate(buckets: u64, hasher: H) -> Result<Self, Error> {
+        let len = checked_buckets(buckets, core::mem::size_of::<AtomicU64>())?;
+        Ok(Self {
+            slots: try_boxed_slice(len, || AtomicU64::new(0))?,
+            hasher,
+        })
+    }
+
+    /// Records `item` in its slot (overwriting whatever was there); returns `false` if the slot
+    /// already held it (certainly seen), `true` otherwise (new, or seen and forgotten).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// assert!(map.insert("a"));
+    /// assert!(!map.insert("a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// Whether the slot of `item` holds it: `true` means certainly inserted (and not forgotten
+    /// since), `false` means not remembered. Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1)?; // one slot: every item overwrites it
+    /// map.insert("a");
+    /// assert!(map.contains("a"));
+    /// map.insert("b");
+    /// assert!(!map.contains("a") && map.contains("b")); // "a" is forgotten, never mistaken
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// Erases `item` if its slot still holds it; returns whether it did. If another item has
+    /// overwritten the slot in the meantime, that item stays and this returns `false`.
+    ///
+    /// Use it when processing an item failed, so that its redelivery is not dropped. It only
+    /// helps redeliveries that arrive after it: one that arrived while the item was being
+    /// processed was already reported seen. [`claim`](Self::claim) pairs the insert and the
+    /// forget in a guard, so that no failure path (an early return, a panic) can miss it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// map.insert("job-7");
+    /// assert!(map.forget("job-7"));
+    /// assert!(!map.forget("job-7")); // nothing left to forget
+    /// assert!(!map.contains("job-7"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.forget_hash(self.hasher.hash_item(item))
+    }
+
+    /// Claims `item` for at-least-once processing: `None` if the map remembers it (a duplicate:
+    /// acknowledge and drop it), otherwise a [`Claim`] that keeps it remembered while you process
+    /// it. [`commit`](Claim::commit) it once processing succeeded; dropped without `commit` (an
+    /// early return, a `?`, a panic unwinding), it [`forget`](Self::forget)s the item, so that
+    /// the next delivery gets through.
+    ///
+    /// `claim` is [`insert`](Self::insert) (`Some` exactly when `insert` would return `true`:
+    /// among racing claims of an item the map does not remember, exactly one gets it) and the
+    /// drop is [`forget`](Self::forget). See [`Claim`] for the exact semantics and the limits.
+    ///
+    /// # Examples
+    ///
+    /// An early return (here through `?`) forgets the item:
+    ///
+    /// ```
+    /// use seen::OverwriteMap;
+    ///
+    /// #[derive(Debug)]
+    /// struct Failed;
+    ///
+    /// fn process(id: u64, healthy: bool) -> Result<u64, Failed> {
+    ///     if healthy { Ok(id * 2) } else { Err(Failed) }
+    /// }
+    ///
+    /// /// `Ok(Some(_))` processed, `Ok(None)` a duplicate, `Err` failed: the caller requeues it.
+    /// fn handle(map: &OverwriteMap, id: u64, healthy: bool) -> Result<Option<u64>, Failed> {
+    ///     let Some(claim) = map.claim(&id) else {
+    ///         return Ok(None); // seen: acknowledge and drop
+    ///     };
+    ///     let result = process(id, healthy)?; // on `Err`, `claim` is dropped: `id` is forgotten
+    ///     claim.commit(); // processed: keep `id` remembered
+    ///     Ok(Some(result))
+    /// }
+    ///
+    /// let map = OverwriteMap::with_buckets(1_000)?;
+    /// assert!(handle(&map, 7, false).is_err()); // fails: the queue redelivers it
+    /// assert_eq!(handle(&map, 7, true).unwrap(), Some(14)); // the retry gets through
+    /// assert_eq!(handle(&map, 7, true).unwrap(), None); // a duplicate
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    ///
+    /// So does a panic, as the stack unwinds:
+    ///
+    /// ```
+    /// use std::panic::{AssertUnwindSafe, catch_unwind};
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let crashed = catch_unwind(AssertUnwindSafe(|| {
+    ///     let _claim = map.claim("job-9").expect("new");
+    ///     assert!(map.claim("job-9").is_none()); // claimed: a duplicate meanwhile is dropped
+    ///     panic!("processing crashed");
+    /// }));
+    /// assert!(crashed.is_err());
+    /// assert!(map.claim("job-9").is_some()); // the retry gets through
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    #[inline]
+    pub fn claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
+        let hash = self.hasher.hash_item(item);
+        self.insert_hash(hash).then(|| Claim::new(self, hash))
+    }
+
+    /// A deliberately broken insert for the loom models: a load and a separate store where one
+    /// swap is needed.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.racy_claim(item).map(Claim::commit).is_some()
+    }
+
+    /// A deliberately broken claim for the loom models: a load and a separate store where one
+    /// swap is needed.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
+        let hash = self.hasher.hash_item(item);
+        let (slot, fingerprint) = self.locate(hash);
+        let previous = slot.load(Relaxed);
+        slot.store(fingerprint, Relaxed);
+        (previous != fingerprint).then(|| Claim::new(self, hash))
+    }
+
+    /// A deliberately broken forget for the loom models: checks, then stores without comparing.
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.racy_forget_hash(self.hasher.hash_item(item))
+    }
+}
+
+impl<H> OverwriteMap<H> {
+    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash: the slot from
+    /// `h1`, the fingerprint from `h2`. The one place the map derives them.
+    #[inline]
+    fn locate(&self, hash: Hash128) -> (&AtomicU64, u64) {
+        let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
+        (slot, hash.h2.max(1))
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash: `h1` selects the slot, `h2` is the
+    /// fingerprint.
+    ///
+    /// `insert(item)` is `insert_hash(self.hasher().hash_item(item))`. Any other way of hashing
+    /// works (say [`hash_bytes`](ItemHasher::hash_bytes) of a key you serialize yourself, or a
+    /// hash computed once and shared with other structures), as long as one item always gets
+    /// the same hash: the map compares hashes, so an item inserted through one way is not found
+    /// through another. The 2^-64 bound on a wrong "seen" assumes uniform hashes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_bytes(b"raw key");
+    /// assert!(map.insert_hash(h));
+    /// assert!(!map.insert_hash(h));
+    /// assert!(map.contains_hash(h));
+    /// assert!(!map.contains(&b"raw key"[..])); // hash_item: another hash, another item
+    /// assert!(map.insert_hash(map.hasher().hash_item("x")));
+    /// assert!(map.contains("x")); // hash_item: the hash insert computes, the same item
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        // Skip the write when the item is already there: a load instead of a locked RMW, and no
+        // cache-line ownership transfer. Still exact: the slot held it at the load.
+        if slot.load(Relaxed) == fingerprint {
+            return false;
+        }
+        slot.swap(fingerprint, Relaxed) != fingerprint
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash (see
+    /// [`insert_hash`](Self::insert_hash)). Never writes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// map.insert(&42u64);
+    /// assert!(map.contains_hash(map.hasher().hash_item(&42u64)));
+    /// assert!(!map.contains_hash(map.hasher().hash_item(&43u64)));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        slot.load(Relaxed) == fingerprint
+    }
+
+    /// [`forget`](Self::forget) of an already computed hash (see
+    /// [`insert_hash`](Self::insert_hash)): one `compare_exchange`, which clears the slot only
+    /// if it still holds this fingerprint.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::hash::ItemHasher;
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let h = map.hasher().hash_item("job-7");
+    /// map.insert_hash(h);
+    /// assert!(map.forget_hash(h));
+    /// assert!(!map.contains("job-7"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn forget_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        slot.compare_exchange(fingerprint, 0, Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    /// The number of slots.
+    pub fn buckets(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The memory the slots take: 8 bytes per bucket.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.slots.len() * core::mem::size_of::<AtomicU64>()) as u64
+    }
+
+    /// The hasher: [`hash_item`](ItemHasher::hash_item) of an item is the hash that
+    /// [`insert_hash`](Self::insert_hash) and the other hash-level methods take.
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+
+    /// [`racy_forget`](Self::racy_forget) of a hash (what a broken [`Claim`] twin calls).
+    #[cfg(all(test, loom))]
+    pub(crate) fn racy_forget_hash(&self, hash: Hash128) -> bool {
+        let (slot, fingerprint) = self.locate(hash);
+        if slot.load(Relaxed) != fingerprint {
+            return false;
+        }
+        slot.store(0, Relaxed);
+        true
+    }
+}
+
+impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for OverwriteMap<H> {
+    #[inline]
+    fn insert(&self, item: &T) -> bool {
+        OverwriteMap::insert(self, item)
+    }
+
+    #[inline]
+    fn contains(&self, item: &T) -> bool {
+        OverwriteMap::contains(self, item)
+    }
+}
+
+/// Inserts every item, as a loop of [`insert`](OverwriteMap::insert) (which takes `&self`:
+/// call it in a loop to fill a shared map).
+///
+/// There is no `FromIterator`: a map is sized up front, not from the items it will see.
+///
+/// ```
+/// let mut map = seen::OverwriteMap::with_buckets(1_000)?;
+/// map.extend(["a", "b"]);
+/// map.extend(&[1u64, 2]);
+/// assert!(map.contains("a") && map.contains("b") && map.contains(&2u64));
+/// # Ok::<(), seen::Error>(())
+/// ```
+impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for OverwriteMap<H> {
+    fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
+        for item in items {
+            self.insert(item);
+        }
+    }
+}
+
+impl<H> fmt::Debug for OverwriteMap<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OverwriteMap")
+            .field("buckets", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_fingerprints_are_not_confused_with_empty_slots() {
+        // An empty slot holds 0; a fingerprint is never 0, so a fresh map says "not seen".
+        let map = OverwriteMap::with_buckets(1).unwrap();
+        for i in 0..1000u64 {
+            assert!(!map.contains(&i));
+        }
+    }
+}

@@ -27,9 +27,10 @@
 //! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
 //!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new
-//!   message is the one unacceptable outcome.
+//!   message is the one unacceptable outcome. [`OverwriteMap::claim`] hands out a [`Claim`]
+//!   that forgets the id unless committed, so a failed handler lets the redelivery through.
 //! - [`ExactOverwriteMap`]: the same, storing the keys' bytes: no collision at all, at the cost
-//!   of an allocation per entry.
+//!   of an allocation per entry; its [`ExactClaim`] forgets exactly the entry it inserted.
 //! - [`builder`]: the builders, for what the one-line constructors do not set (layout, hasher,
 //!   compaction rate, a map's size from a window); one configuration type for every Bloom filter.
 //! - [`sizing`]: plan before you build. [`sizing::blocked`] is what a filter will allocate;

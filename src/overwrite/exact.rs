@@ -23,8 +23,9 @@ pub(super) type Entry = Option<Box<[u8]>>;
 ///
 /// Cost, honestly: 8 bytes per bucket plus, per occupied bucket, two heap allocations: 32 bytes
 /// (the `Arc`'s counts and the slice pointer) and the key bytes. An insert of a key the slot
-/// does not hold allocates one entry and frees the one it replaces: 240-560 ns per insert
-/// against 12-90 ns for [`OverwriteMap`](crate::OverwriteMap) (`docs/benchmarks.md`). Use
+/// does not hold allocates one entry and frees the one it replaces: several times slower than
+/// [`OverwriteMap`](crate::OverwriteMap)
+/// ([measured](crate::docs::benchmarks#overwritemap-against-exact-dedup-benchesoverwriters)). Use
 /// [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new message per
 /// lookup is too much.
 ///

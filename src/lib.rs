@@ -23,7 +23,8 @@
 //! - [`Layout`]: where a filter keeps an item's bits. [`Layout::Word`] (the default) when racing
 //!   inserts of one item must have exactly one winner; [`Layout::Line`] when memory matters more.
 //! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
-//!   (to persist or ship it) while writers go on; inserts cost much more.
+//!   (to query a fixed state; there is no serialization API yet) while writers go on; inserts
+//!   cost much more.
 //! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
 //!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new
@@ -50,7 +51,8 @@
 //!   returned, every `contains(x)` that happens after it (same thread, or after any
 //!   synchronization) returns `true`.
 //! - Among threads racing to insert the same new item, at least one is told it is new; with
-//!   [`Layout::Word`] and in both overwrite maps, exactly one is.
+//!   [`Layout::Word`] and in both overwrite maps, exactly one is (in a map, unless another
+//!   item overwrites the slot between them: the map then forgot the first, as it may any time).
 //! - An overwrite map never reports "seen" for an item that was not inserted (up to 2^-64 per
 //!   lookup in [`OverwriteMap`], never in [`ExactOverwriteMap`]), and `forget` erases an item
 //!   only if its slot still holds it, never the item that overwrote it.

@@ -464,3 +464,67 @@ fn fingerprint_dropped_claim_can_erase_a_later_committed_claim_of_the_same_item(
     });
     assert!(erased.load(Relaxed) > 0, "no interleaving erased it");
 }
+
+/// Three parties on one slot: a claim of "a" that fails (dropped), an insert of another key "b",
+/// and a claim of "a" that commits. The no-loss invariant of both guards: if "a" is remembered
+/// at the end, some claim of it committed (a refusal of the redelivery is never a lost message).
+/// Runs the real exact insert's compare-and-swap loop against an overwrite between its load and
+/// its compare-and-swap, and a drop racing both.
+fn no_loss_with_an_overwrite_in_between<M: ClaimMap>() {
+    loom::model(|| {
+        let map = Arc::new(M::one_bucket());
+        let failing = {
+            let map = Arc::clone(&map);
+            thread::spawn(move || drop(map.claim("a")))
+        };
+        let other = {
+            let map = Arc::clone(&map);
+            thread::spawn(move || {
+                map.insert("b");
+            })
+        };
+        let committed = map.claim("a").map(M::commit).is_some();
+        failing.join().unwrap();
+        other.join().unwrap();
+        assert!(
+            committed || !map.contains("a"),
+            "a is remembered, yet its only claim that got through was dropped: a lost message"
+        );
+    });
+}
+
+#[test]
+fn fingerprint_claim_never_loses_with_an_overwrite_in_between() {
+    no_loss_with_an_overwrite_in_between::<OverwriteMap>();
+}
+
+#[test]
+fn exact_claim_never_loses_with_an_overwrite_in_between() {
+    no_loss_with_an_overwrite_in_between::<ExactOverwriteMap>();
+}
+
+/// The exact guard after an explicit `forget`: the main thread's claim of "a" is erased by
+/// `forget("a")` on another thread, which then claims "a" again and commits; the main thread's
+/// drop must not erase that committed entry (it compares its own `Arc`, which `forget` removed).
+#[test]
+fn exact_dropped_claim_never_erases_a_claim_made_after_an_explicit_forget() {
+    loom::model(|| {
+        let map = Arc::new(ExactOverwriteMap::one_bucket());
+        let first = map.claim("a").expect("an empty map");
+        let other = {
+            let map = Arc::clone(&map);
+            thread::spawn(move || {
+                map.forget("a"); // erases the first claim's entry, unless its drop did
+                map.claim("a")
+                    .expect("forgotten or dropped: claimable again")
+                    .commit();
+            })
+        };
+        drop(first);
+        other.join().unwrap();
+        assert!(
+            map.contains("a"),
+            "the first claim's drop erased the second claim's committed entry"
+        );
+    });
+}

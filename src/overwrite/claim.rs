@@ -31,7 +31,8 @@ use crate::{ExactOverwriteMap, OverwriteMap};
 /// # Semantics
 ///
 /// - `claim` is [`OverwriteMap::insert`]: `Some` exactly when `insert` would return `true`, so
-///   among racing claims of an item the map does not remember, exactly one gets `Some`.
+///   among racing claims of an item the map does not remember, exactly one gets `Some` (unless
+///   another item overwrites the slot between them: see "A claim is not a lock" below).
 /// - While a claim lives, and after it committed, every other claim of the item gets `None`,
 ///   until another item overwrites the slot (or, the second limit below, an older claim of the
 ///   same item that had been overwritten is dropped).
@@ -160,7 +161,7 @@ impl<H> fmt::Debug for Claim<'_, H> {
 ///
 /// - `claim` is [`ExactOverwriteMap::insert`], keeping the entry it put in the slot: `Some`
 ///   exactly when `insert` would return `true`; among racing claims of a key the map does not
-///   remember, exactly one gets `Some`.
+///   remember, exactly one gets `Some` (unless another key overwrites the slot between them).
 /// - Neither `insert` nor `claim` ever replaces an entry that holds the same key (they
 ///   compare-and-swap against the entry they read, and stop when it holds the key). So our entry
 ///   stays in the slot until another key overwrites it or [`ExactOverwriteMap::forget`] erases

@@ -57,7 +57,8 @@ use crate::{DedupFilter, Error};
 ///
 /// All operations are wait-free (one atomic instruction, no loop) and `Relaxed`: the map does
 /// not synchronize other memory between threads. Racing inserts of the same item into a slot
-/// that does not hold it: exactly one returns `true`.
+/// that does not hold it: exactly one returns `true`, unless another item overwrites the slot
+/// between them (the map then forgot the item, and a later insert of it is new again).
 ///
 /// # Examples
 ///

@@ -102,16 +102,19 @@ pub fn blocked(capacity: u64, fpr: f64, layout: Layout) -> Result<BlockedSizing,
     let blocks = (capacity as f64 / choice.load).ceil().max(1.0);
     let per_line = f64::from(512 / layout.block_bits());
     let lines = (blocks / per_line).ceil();
-    // Whole lines within what a u64 counts and this machine addresses (`max_bits`).
+    // Whole lines within what a u64 counts and this machine addresses (`max_bits`). Compared
+    // as integers: `max_lines as f64` rounds up (2^55 - 1 becomes 2^55), so a float comparison
+    // lets `lines = 2^55` through and `lines * 512` overflows. The cast saturates.
     let max_lines = max_bits() / 512;
-    if lines > max_lines as f64 {
+    let whole_lines = lines as u64;
+    if whole_lines > max_lines {
         return Err(Error::TooLarge {
             what: "bits",
             requested: lines * 512.0,
             limit: max_lines * 512,
         });
     }
-    let bits = lines as u64 * 512;
+    let bits = whole_lines * 512;
     let blocks = bits / u64::from(layout.block_bits());
     let load = capacity as f64 / blocks as f64;
     Ok(BlockedSizing {

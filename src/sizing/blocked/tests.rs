@@ -277,6 +277,39 @@ fn invalid_targets_are_typed_errors() {
 }
 
 #[test]
+fn the_largest_capacities_are_refused_not_overflowed() {
+    // Found by bisection: the first capacity whose line count rounds to 2^55, one past
+    // `u64::MAX / 512` lines. It used to pass the float comparison and overflow `lines * 512`
+    // (a panic in debug builds, a 0-bit filter in release).
+    for (capacity, fpr, layout) in [
+        (12_241_044_985_127_500_800, 0.5, Layout::Word),
+        (3_609_837_045_854_972_672, 0.1, Layout::Word),
+        (12_241_044_985_127_451_648, 0.5, Layout::Line),
+    ] {
+        assert!(
+            matches!(
+                blocked(capacity, fpr, layout),
+                Err(Error::TooLarge { what: "bits", .. })
+            ),
+            "{capacity} {fpr} {layout:?}"
+        );
+        let below = blocked(capacity - 1, fpr, layout).unwrap();
+        assert!(below.bits > 0 && below.bits % 512 == 0);
+    }
+    for layout in LAYOUTS {
+        for fpr in [0.5, 0.1, 0.01, 1e-3] {
+            for shift in 50..64 {
+                for capacity in [1u64 << shift, (1 << shift) | (1 << (shift - 1)), u64::MAX] {
+                    if let Ok(s) = blocked(capacity, fpr, layout) {
+                        assert!(s.bits > 0 && s.blocks > 0, "{capacity} {fpr} {layout:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn targets_above_one_half_get_the_filter_of_one_half() {
     for layout in LAYOUTS {
         let half = blocked(1000, 0.5 / SIZING_MARGIN, layout).unwrap();

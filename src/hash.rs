@@ -299,7 +299,7 @@ impl Hasher for StableStream {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
     use std::hash::RandomState;

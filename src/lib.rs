@@ -94,7 +94,7 @@
 //!
 //! # Feature flags
 //!
-//! None: the whole crate is always built. (`--cfg loom` is not a feature: it is the
+//! None: the whole crate is always built. (`--cfg seen_loom` is not a feature: it is the
 //! model-checking build, for the crate's own tests.)
 
 mod bits;
@@ -115,7 +115,7 @@ pub use filter::DedupFilter;
 pub use layout::Layout;
 pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, OverwriteMap};
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, seen_loom))]
 mod loom_models;
 
 // The README's Rust examples, run as doctests. Private: rustdoc tests the docs of private items

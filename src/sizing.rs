@@ -491,5 +491,5 @@ fn checked_bits(bits: f64) -> Result<u64, Error> {
     Ok((rounded as u64).max(1))
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests;

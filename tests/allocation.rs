@@ -2,7 +2,7 @@
 //! an abort. The checks run in a child process under an address-space cap (`ulimit -v`), so
 //! that an allocation that is wrongly granted cannot take the machine down, and so that the
 //! result does not depend on how much memory this machine has.
-#![cfg(all(unix, not(loom)))]
+#![cfg(all(unix, not(seen_loom)))]
 
 use std::process::Command;
 

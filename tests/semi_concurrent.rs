@@ -1,6 +1,6 @@
 //! `SemiConcurrentBloomFilter` on real threads: no false negatives while compacting, the pending
 //! set's bound, snapshots, and segmented compaction.
-#![cfg(not(loom))]
+#![cfg(not(seen_loom))]
 
 mod common;
 

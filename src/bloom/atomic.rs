@@ -425,7 +425,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
 
     /// A deliberately broken insert for the loom models: a load and a separate store where one
     /// read-modify-write is needed. Loom must catch two threads both told "new".
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let Probe::Word { word, mask } = Probe::new(self.hasher.hash_item(item), &self.sizing)
         else {

@@ -17,7 +17,7 @@ pub use frozen::FrozenBloomFilter;
 pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests {
     use crate::sizing::{BloomSizing, blocked};
     use crate::{AtomicBloomFilter, Error, Layout, SemiConcurrentBloomFilter};

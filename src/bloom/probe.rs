@@ -129,7 +129,7 @@ fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
     use crate::sizing::blocked;

@@ -209,21 +209,21 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// Broken variant for the loom models: removes the batch from the pending set *before* the
     /// swap, the order that loses items.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn compact_removing_first(&self) -> bool {
         self.compact_with(true)
     }
 
     /// Broken variant for the loom models: the insert as it was, with the skip list's replacing
     /// `SkipSet::insert` (remove the existing entry, then link a new one).
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn insert_replacing<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.insert_hash_with(self.hasher.hash_item(item), PendingSet::insert_replacing)
     }
 
     /// Broken variant for the loom models: `contains` without the Acquire fence between the
     /// pending set and the snapshot.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         self.pending.contains(&hash) || self.current.read(|f| f.contains_hash(hash))
@@ -231,7 +231,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// Broken variant for the loom models: the snapshot first, then the pending set, without a
     /// second look at the snapshot.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         self.current.read(|f| f.contains_hash(hash)) || self.pending.contains(&hash)

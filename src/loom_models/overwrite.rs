@@ -470,8 +470,8 @@ fn fingerprint_dropped_claim_can_erase_a_later_committed_claim_of_the_same_item(
 /// at the end, some claim of it committed (a refusal of the redelivery is never a lost message).
 /// Runs the real exact insert's compare-and-swap loop against an overwrite between its load and
 /// its compare-and-swap, and a drop racing both.
-fn no_loss_with_an_overwrite_in_between<M: ClaimMap>() {
-    loom::model(|| {
+fn no_loss_with_an_overwrite_in_between<M: ClaimMap>(claim: ClaimFn<M>) {
+    loom::model(move || {
         let map = Arc::new(M::one_bucket());
         let failing = {
             let map = Arc::clone(&map);
@@ -483,7 +483,7 @@ fn no_loss_with_an_overwrite_in_between<M: ClaimMap>() {
                 map.insert("b");
             })
         };
-        let committed = map.claim("a").map(M::commit).is_some();
+        let committed = claim(&map, "a").map(M::commit).is_some();
         failing.join().unwrap();
         other.join().unwrap();
         assert!(
@@ -495,12 +495,22 @@ fn no_loss_with_an_overwrite_in_between<M: ClaimMap>() {
 
 #[test]
 fn fingerprint_claim_never_loses_with_an_overwrite_in_between() {
-    no_loss_with_an_overwrite_in_between::<OverwriteMap>();
+    no_loss_with_an_overwrite_in_between::<OverwriteMap>(|m, i| m.claim(i));
 }
 
 #[test]
 fn exact_claim_never_loses_with_an_overwrite_in_between() {
-    no_loss_with_an_overwrite_in_between::<ExactOverwriteMap>();
+    no_loss_with_an_overwrite_in_between::<ExactOverwriteMap>(|m, i| m.claim(i));
+}
+
+/// Twin: the committing side takes the slot with a `swap`, as the exact insert once did. When
+/// the failing claim's entry is in the slot, the swap replaces it with an equal entry and reports
+/// "seen"; the failing claim's drop no longer recognizes the slot's entry, so "a" stays
+/// remembered with no claim of it committed.
+#[test]
+#[should_panic(expected = "a lost message")]
+fn exact_swapping_claim_loses_with_an_overwrite_in_between() {
+    no_loss_with_an_overwrite_in_between::<ExactOverwriteMap>(|m, i| m.swapping_claim(i));
 }
 
 /// The exact guard after an explicit `forget`: the main thread's claim of "a" is erased by
@@ -508,7 +518,21 @@ fn exact_claim_never_loses_with_an_overwrite_in_between() {
 /// drop must not erase that committed entry (it compares its own `Arc`, which `forget` removed).
 #[test]
 fn exact_dropped_claim_never_erases_a_claim_made_after_an_explicit_forget() {
-    loom::model(|| {
+    claim_after_an_explicit_forget(|first| drop(first));
+}
+
+/// Twin: a release that forgets whatever entry holds the same bytes erases the second claim's
+/// committed entry.
+#[test]
+#[should_panic(expected = "erased the second claim's committed entry")]
+fn exact_drop_by_bytes_erases_a_claim_made_after_an_explicit_forget() {
+    claim_after_an_explicit_forget(|first| {
+        first.forget_by_bytes();
+    });
+}
+
+fn claim_after_an_explicit_forget(release: fn(ExactClaim<'_>)) {
+    loom::model(move || {
         let map = Arc::new(ExactOverwriteMap::one_bucket());
         let first = map.claim("a").expect("an empty map");
         let other = {
@@ -520,7 +544,7 @@ fn exact_dropped_claim_never_erases_a_claim_made_after_an_explicit_forget() {
                     .commit();
             })
         };
-        drop(first);
+        release(first);
         other.join().unwrap();
         assert!(
             map.contains("a"),

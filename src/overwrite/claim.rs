@@ -115,7 +115,7 @@ impl<'a, H> Claim<'a, H> {
 
     /// A deliberately broken release for the loom models: the drop as a load, a check and a
     /// plain store instead of one compare-exchange.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn check_then_store_forget(mut self) -> bool {
         self.hash
             .take()
@@ -232,7 +232,7 @@ impl<'a, H> ExactClaim<'a, H> {
 
     /// A deliberately broken release for the loom models: checks that the slot holds our entry,
     /// then stores the empty entry without comparing.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn check_then_store_forget(mut self) -> bool {
         let hash = self.hash;
         self.entry
@@ -243,7 +243,7 @@ impl<'a, H> ExactClaim<'a, H> {
     /// A deliberately broken release for the loom models: forgets whatever entry holds the same
     /// bytes (`forget_hash`), as the fingerprint map must, instead of the entry this claim
     /// inserted.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn forget_by_bytes(mut self) -> bool {
         let hash = self.hash;
         self.entry.take().is_some_and(|entry| {

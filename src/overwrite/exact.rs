@@ -242,7 +242,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     }
 
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
         let slot = self.slot(self.hasher.hash_bytes(key));
@@ -255,7 +255,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
 
     /// A deliberately broken [`claim`](Self::claim) for the loom models: takes the slot with one
     /// `swap`, as `insert` once did, replacing an entry that holds the same key with its own.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn swapping_claim<K: AsRef<[u8]> + ?Sized>(
         &self,
         key: &K,
@@ -417,7 +417,7 @@ impl<H> ExactOverwriteMap<H> {
 
     /// A deliberately broken [`forget_entry`](Self::forget_entry) for the loom models: checks
     /// that the slot holds `entry`, then stores without comparing.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_forget_entry(&self, hash: Hash128, entry: &Arc<Entry>) -> bool {
         let slot = self.slot(hash);
         if !Arc::ptr_eq(&slot.load(), entry) {

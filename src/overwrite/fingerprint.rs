@@ -285,14 +285,14 @@ impl<H: ItemHasher> OverwriteMap<H> {
 
     /// A deliberately broken insert for the loom models: a load and a separate store where one
     /// swap is needed.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.racy_claim(item).map(Claim::commit).is_some()
     }
 
     /// A deliberately broken claim for the loom models: a load and a separate store where one
     /// swap is needed.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_claim<T: Hash + ?Sized>(&self, item: &T) -> Option<Claim<'_, H>> {
         let hash = self.hasher.hash_item(item);
         let (slot, fingerprint) = self.locate(hash);
@@ -302,7 +302,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
     }
 
     /// A deliberately broken forget for the loom models: checks, then stores without comparing.
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_forget<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.racy_forget_hash(self.hasher.hash_item(item))
     }
@@ -409,7 +409,7 @@ impl<H> OverwriteMap<H> {
     }
 
     /// [`racy_forget`](Self::racy_forget) of a hash (what a broken [`Claim`] twin calls).
-    #[cfg(all(test, loom))]
+    #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_forget_hash(&self, hash: Hash128) -> bool {
         let (slot, fingerprint) = self.locate(hash);
         if slot.load(Relaxed) != fingerprint {
@@ -460,7 +460,7 @@ impl<H> fmt::Debug for OverwriteMap<H> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
 

@@ -47,7 +47,7 @@ fn checked_buckets(buckets: u64, slot_bytes: usize) -> Result<usize, Error> {
     Ok(buckets as usize)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
 

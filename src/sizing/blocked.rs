@@ -138,7 +138,7 @@ const SIZING_MARGIN: f64 = 0.97;
 /// classic Bloom filter, `-ln(p) / ln(2)^2`; `docs/sizing.md` explains the choice. The limits
 /// ([`min_fpr`]) are computed from it offline and checked against it by the tests.
 #[cfg_attr(
-    any(not(test), loom),
+    any(not(test), seen_loom),
     allow(dead_code, reason = "the limits are constants; tests derive them")
 )]
 const MAX_COST: f64 = 4.0;
@@ -194,7 +194,7 @@ struct Choice {
     tables: Tables,
     index: usize,
     /// How many `k` were searched with the exact model (the others were skipped by the bound).
-    #[cfg_attr(any(not(test), loom), allow(dead_code))]
+    #[cfg_attr(any(not(test), seen_loom), allow(dead_code))]
     evaluated: u32,
 }
 
@@ -542,5 +542,5 @@ impl Occupancy {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests;

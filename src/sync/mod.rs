@@ -3,7 +3,7 @@
 //!
 //! Everything else in the crate imports its atomics, `Arc`, [`spin_hint`], [`ArcCell`] and
 //! [`PendingSet`] from here. A normal build gets `std_impl.rs`: the standard library's atomics,
-//! `arc_swap::ArcSwap` and `crossbeam_skiplist::SkipSet`. A build with `RUSTFLAGS="--cfg loom"`
+//! `arc_swap::ArcSwap` and `crossbeam_skiplist::SkipSet`. A build with `RUSTFLAGS="--cfg seen_loom"`
 //! gets `loom_impl.rs`: loom's atomics, and two stand-ins built on loom's primitives, because
 //! neither arc-swap nor the skip list can run inside `loom::model`.
 //!
@@ -14,22 +14,22 @@
 //! than these stand-ins": the table in `docs/concurrency.md` cites, for each, the source file it was
 //! read from.
 //!
-//! The choice is made on `cfg(loom)` alone: the whole crate, not only its tests, runs on loom's
-//! types in a loom build. The models themselves are `cfg(all(test, loom))`
+//! The choice is made on `cfg(seen_loom)` alone: the whole crate, not only its tests, runs on loom's
+//! types in a loom build. The models themselves are `cfg(all(test, seen_loom))`
 //! (`src/loom_models/`).
 
 // The facade offers the whole surface the structures need; a given build uses only part of it.
 #![allow(dead_code, unused_imports)]
 
-#[cfg(not(loom))]
+#[cfg(not(seen_loom))]
 mod std_impl;
-#[cfg(not(loom))]
+#[cfg(not(seen_loom))]
 pub(crate) use std_impl::*;
 
-#[cfg(loom)]
+#[cfg(seen_loom)]
 pub(crate) mod loom_impl;
-#[cfg(loom)]
+#[cfg(seen_loom)]
 pub(crate) use loom_impl::*;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(seen_loom)))]
 mod tests;

@@ -65,8 +65,9 @@ use crate::{ExactOverwriteMap, OverwriteMap};
 ///   re-inserted it, our drop finds the item's fingerprint and erases it, whether that second
 ///   claim is still live or already committed. The item is then not remembered, so its next
 ///   delivery is processed again: a duplicate, never a loss (see above). It takes the map to have
-///   already forgotten our claim while it lived (the previous point). [`ExactClaim`] forgets only
-///   the entry it inserted and has no such limit.
+///   already forgotten our claim while it lived (the previous point), or an explicit
+///   [`OverwriteMap::forget`] of the item (then our `forget()` even returns `true`).
+///   [`ExactClaim`] forgets only the entry it inserted and has no such limit.
 /// - A claim that is never dropped (`mem::forget`, a thread that never ends) acts as a commit.
 ///
 /// # Examples
@@ -184,7 +185,8 @@ impl<H> fmt::Debug for Claim<'_, H> {
 ///   lives, a delivery meanwhile gets another `Some`.
 /// - An explicit [`ExactOverwriteMap::forget`] of the key erases a live claim's entry too (it
 ///   erases whatever entry holds the bytes); the claim's `commit` does not bring it back.
-/// - A claim holds its entry (the key's bytes) until it is committed or dropped.
+/// - A claim holds its entry (the key's bytes) until it is committed or dropped; one that is
+///   never dropped (`mem::forget`) acts as a commit and leaks that entry.
 ///
 /// # Examples
 ///

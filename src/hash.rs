@@ -155,7 +155,8 @@ fn widen(h1: u64) -> Hash128 {
 
 /// A fixed bijection of 64-bit values: the splitmix64 finalizer after adding an odd constant.
 /// Used to derive more hash bits from a 64-bit value (here, and for the Bloom filters' probe
-/// streams). Part of the persisted format: never change it.
+/// streams). Keep it fixed: it decides where items' bits live, so bits saved by one version
+/// must be read with the same function by the next.
 #[inline]
 pub(crate) fn remix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -167,8 +168,8 @@ pub(crate) fn remix(x: u64) -> u64 {
 /// Maps a uniform 64-bit hash to `0..n` by multiply-shift: `(hash · n) >> 64`. No `%` and no
 /// power-of-two rounding: uniform for any `n` up to 2^64 (each value gets `floor` or `ceil` of
 /// `2^64 / n` hashes), and monotone in `hash`, so the high bits decide. The one place the crate
-/// turns a hash into an index (a Bloom filter's block, an overwrite map's slot). Part of the
-/// persisted format: never change it.
+/// turns a hash into an index (a Bloom filter's block, an overwrite map's slot). Keep it fixed,
+/// for the same reason as [`remix`].
 #[inline]
 pub(crate) fn reduce(hash: u64, n: u64) -> u64 {
     ((u128::from(hash) * u128::from(n)) >> 64) as u64

@@ -1,7 +1,7 @@
 //! The probe: where one item's bits are, computed once from its hash and the filter's sizing.
 //! Every Bloom filter of the crate (atomic, frozen, semi-concurrent) reads and writes through it,
-//! so a hash inserted in one is found at the same bits in another, and the persisted format has
-//! one definition of the bit positions.
+//! so a hash inserted in one is found at the same bits in another, and a file format that saves
+//! the bits has one definition of their positions to pin.
 //!
 //! `h1` picks the block by multiply-shift ([`reduce`]: no `%`, uniform for any number of
 //! blocks); `h2` is cut into 6-bit (word) or 9-bit (line) fields, lowest first, that pick the
@@ -158,7 +158,7 @@ mod tests {
 
     #[test]
     fn masks_of_the_first_fields_are_the_documented_positions() {
-        // h2 = fields 5, 1, 63 (6-bit, lowest first): bits 5, 1, 63. Part of the persisted format.
+        // h2 = fields 5, 1, 63 (6-bit, lowest first): bits 5, 1, 63. Pinned: bits saved by one version must mean the same in the next.
         let h2 = 5 | 1 << 6 | 63 << 12;
         assert_eq!(word_mask(h2, 3), 1 << 5 | 1 << 1 | 1 << 63);
         // 9-bit fields 70 (word 1, bit 6) and 511 (word 7, bit 63).

@@ -72,11 +72,6 @@ impl<H> BloomConfig<H> {
     pub fn sizing(&self) -> Result<BlockedSizing, Error> {
         blocked(self.capacity, self.fpr, self.layout)
     }
-
-    /// Splits off the hasher.
-    pub(crate) fn into_hasher(self) -> H {
-        self.hasher
-    }
 }
 
 /// Builds a Bloom filter: the shared [`BloomConfig`] plus the structure's own options `O`
@@ -165,7 +160,7 @@ impl<O, H> BloomBuilder<O, H> {
     /// The configuration, its sizing (every parameter checked) and the options.
     pub(crate) fn into_parts(self) -> Result<(BlockedSizing, H, O), Error> {
         let sizing = self.config.sizing()?;
-        Ok((sizing, self.config.into_hasher(), self.options))
+        Ok((sizing, self.config.hasher, self.options))
     }
 
     /// Mutable access to the options, for the structures' own setters.

@@ -1,6 +1,7 @@
 //! The atomic bitset under the Bloom filters: `AtomicU64` words in cache-line-aligned groups of 8.
 
 use crate::Error;
+use crate::os::HUGE_PAGE_MIN_BYTES;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Words per cache line (64 bytes).
@@ -17,13 +18,19 @@ impl Line {
 }
 
 /// `len` values made by `make`, or [`Error::AllocationFailed`] instead of an abort when the
-/// allocator cannot provide them.
+/// allocator cannot provide them. A table of [`HUGE_PAGE_MIN_BYTES`] or more is advised onto
+/// huge pages before it is first written ([`crate::os`]).
 pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<Box<[T]>, Error> {
     let mut v: Vec<T> = Vec::new();
     v.try_reserve_exact(len)
         .map_err(|_| Error::AllocationFailed {
             bytes: (len as u64).saturating_mul(core::mem::size_of::<T>() as u64),
         })?;
+    let bytes = len.saturating_mul(core::mem::size_of::<T>());
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        // The address only: the spare capacity is not read or written here.
+        crate::os::advise_huge_pages(v.spare_capacity_mut().as_ptr() as usize, bytes);
+    }
     v.extend(core::iter::repeat_with(make).take(len));
     Ok(v.into_boxed_slice())
 }
@@ -90,5 +97,48 @@ impl AtomicBits {
                 word.store(0, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(seen_loom), target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::os::{huge_kib_at, huge_pages_enabled};
+
+    /// A table past the threshold lands on huge pages where the kernel offers them (the test
+    /// reads this process's own mappings); one below it, and any table where the kernel does
+    /// not, works the same on small pages.
+    #[test]
+    fn large_tables_are_advised_onto_huge_pages() {
+        let lines = (64 << 20) / 64;
+        let mut bits = AtomicBits::new(lines).unwrap();
+        let at = bits.lines.as_ptr() as usize;
+        let huge = huge_kib_at(at).expect("this process's mappings are readable");
+        if huge_pages_enabled() {
+            // All but the partial 2 MiB regions at the ends, and then some slack for a kernel
+            // short of free huge pages: at least half.
+            assert!(huge >= 32 << 10, "{huge} KiB of 64 MiB on huge pages");
+        } else {
+            assert_eq!(huge, 0);
+        }
+        bits.word(lines * LINE_WORDS - 1)
+            .fetch_or(1, Ordering::Relaxed);
+        assert_eq!(bits.count_ones(), 1);
+        bits.clear();
+        assert_eq!(bits.count_ones(), 0);
+
+        let small = AtomicBits::new((1 << 20) / 64).unwrap();
+        let huge = huge_kib_at(small.lines.as_ptr() as usize).expect("readable");
+        assert!(
+            huge < 2048,
+            "a 1 MiB table cannot hold a 2 MiB page: {huge} KiB"
+        );
+    }
+
+    #[test]
+    fn advice_on_a_range_that_is_not_mapped_is_refused_not_fatal() {
+        // The first pages of the address space are never mapped.
+        assert!(!crate::os::advise_huge_pages(4096, 4096));
+        assert!(!crate::os::advise_huge_pages(4096, 0));
     }
 }

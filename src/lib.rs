@@ -105,6 +105,7 @@ mod error;
 mod filter;
 pub mod hash;
 mod layout;
+mod os;
 mod overwrite;
 pub mod sizing;
 mod sync;

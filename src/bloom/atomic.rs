@@ -3,6 +3,7 @@
 use core::fmt;
 use core::hash::Hash;
 
+use super::probe::line_bits;
 use super::{AtomicOptions, BloomBuilder, Probe};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
@@ -10,11 +11,28 @@ use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::Relaxed;
 use crate::{DedupFilter, Error, Layout};
 
-/// How many items `insert_all` hashes ahead of touching memory.
+/// How many items the batch operations hash ahead of touching memory.
 const BATCH: usize = 16;
 
-/// The filter size from which `insert_all` reads a batch of words before writing them.
-const PREFETCH_MIN_BYTES: u64 = 32 << 20;
+/// Runs `f` on the hashes in groups of [`BATCH`] (the last may be shorter, never empty).
+#[inline]
+fn for_each_group(mut hashes: impl Iterator<Item = Hash128>, mut f: impl FnMut(&[Hash128])) {
+    let mut group = [Hash128 { h1: 0, h2: 0 }; BATCH];
+    loop {
+        let mut len = 0;
+        for (slot, hash) in group.iter_mut().zip(&mut hashes) {
+            *slot = hash;
+            len += 1;
+        }
+        if len == 0 {
+            return;
+        }
+        f(&group[..len]);
+        if len < BATCH {
+            return;
+        }
+    }
+}
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
 ///
@@ -145,22 +163,36 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// ```
     #[inline]
     pub fn insert_hash(&self, hash: Hash128) -> bool {
-        match Probe::new(hash, &self.sizing) {
+        self.insert_probe(&Probe::new(hash, &self.sizing))
+    }
+
+    #[inline]
+    fn insert_probe(&self, probe: &Probe) -> bool {
+        match *probe {
             Probe::Word { word, mask } => insert_word(self.bits.word(word), mask),
-            Probe::Line { line, masks } => {
+            Probe::Line { line, h2, k } => {
                 let line = &self.bits.line(line).0;
-                // Read the whole line first (branch-free), then write only the words that miss
-                // bits: one mispredictable loop exit instead of one branch per word.
-                let mut missing = 0u32;
-                for (i, (word, &mask)) in line.iter().zip(&masks).enumerate() {
-                    missing |= u32::from(word.load(Relaxed) & mask != mask) << i;
+                // Test every bit first (loads only: an item seen before writes nothing), noting
+                // which draws miss; then set those, one `fetch_or` per missing draw. A one-bit
+                // `fetch_or` whose result is tested compiles to `lock bts` (no `cmpxchg` loop),
+                // and "new" comes from the writes: two racing inserts of one item are both
+                // told "new" only if each set a bit the other had not.
+                let (mut missing, mut i) = (0u64, 0u32);
+                line_bits(h2, k, |word, bit| {
+                    missing |= (!line[word].load(Relaxed) >> bit & 1) << (i & 63);
+                    i += 1;
+                });
+                if missing == 0 {
+                    return false;
                 }
-                let mut new = false;
-                while missing != 0 {
-                    let i = missing.trailing_zeros() as usize;
-                    new |= line[i].fetch_or(masks[i], Relaxed) & masks[i] != masks[i];
-                    missing &= missing - 1;
-                }
+                let (mut new, mut i) = (false, 0u32);
+                line_bits(h2, k, |word, bit| {
+                    if missing >> (i & 63) & 1 == 1 {
+                        let mask = 1 << bit;
+                        new |= line[word].fetch_or(mask, Relaxed) & mask == 0;
+                    }
+                    i += 1;
+                });
                 new
             }
         }
@@ -169,26 +201,25 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// [`contains`](Self::contains) of an already computed hash.
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
-        match Probe::new(hash, &self.sizing) {
+        self.contains_probe(&Probe::new(hash, &self.sizing))
+    }
+
+    #[inline]
+    fn contains_probe(&self, probe: &Probe) -> bool {
+        match *probe {
             Probe::Word { word, mask } => self.bits.word(word).load(Relaxed) & mask == mask,
-            Probe::Line { line, masks } => {
+            Probe::Line { line, h2, k } => {
                 let line = &self.bits.line(line).0;
-                let mut all = true;
-                for (word, &mask) in line.iter().zip(&masks) {
-                    all &= word.load(Relaxed) & mask == mask;
-                }
-                all
+                let mut all = 1;
+                line_bits(h2, k, |word, bit| all &= line[word].load(Relaxed) >> bit);
+                all & 1 == 1
             }
         }
     }
 
     /// Inserts every item; returns how many were new (as [`insert`](Self::insert) would count
-    /// them, one by one, in order).
-    ///
-    /// On a filter larger than a typical last-level cache (32 MiB) it hashes items in groups of
-    /// 16 and reads their words before writing any, so the cache misses overlap instead of
-    /// queueing behind each atomic write ([measured](crate::docs::benchmarks#reading-it)). On a
-    /// smaller filter that extra pass costs more than it saves, and this is the plain loop.
+    /// them, one by one, in order). [`insert_many`](Self::insert_many) without the per-item
+    /// results.
     ///
     /// # Examples
     ///
@@ -203,70 +234,177 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
     {
-        if self.sizing.layout != Layout::Word || self.memory_bytes() < PREFETCH_MIN_BYTES {
-            return items.into_iter().filter(|item| self.insert(*item)).count();
-        }
         let mut new = 0;
-        self.for_each_batch(items, |hashes| {
-            new += self.insert_batch(hashes);
-        });
+        self.insert_each(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            |n| new += usize::from(n),
+        );
         new
     }
 
-    /// How many of `items` are possibly in the filter (as [`contains`](Self::contains)). A loop:
-    /// lookups have no atomic write between them, so the processor already overlaps their misses.
+    /// How many of `items` are possibly in the filter (as [`contains`](Self::contains)).
+    /// [`contains_many`](Self::contains_many) without the per-item results.
     pub fn contains_all<'a, T, I>(&self, items: I) -> usize
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
     {
-        items
-            .into_iter()
-            .filter(|item| self.contains(*item))
-            .count()
+        let mut hits = 0;
+        self.contains_each(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            |hit| hits += usize::from(hit),
+        );
+        hits
     }
 
-    /// Hashes `items` in groups of [`BATCH`] and hands each group to `f`.
-    #[inline]
-    fn for_each_batch<'a, T, I>(&self, items: I, mut f: impl FnMut(&[Hash128]))
+    /// Inserts every item and appends to `new`, for each in order, what [`insert`](Self::insert)
+    /// would have returned (`true`: certainly new); returns how many were new. RedisBloom's
+    /// `BF.MADD`.
+    ///
+    /// Faster than a loop of `insert` on a filter larger than the caches: it hashes a group of
+    /// items, then reads all their words, then writes, so that the group's cache misses
+    /// overlap instead of each waiting behind the previous item's hashing and atomic write
+    /// ([measured](crate::docs::benchmarks)). Same guarantees as `insert`, item by item: the
+    /// items are inserted in order, and an item repeated within the batch is new only the
+    /// first time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// let mut new = Vec::new();
+    /// assert_eq!(filter.insert_many(["a", "b", "a"], &mut new), 2);
+    /// assert_eq!(new, [true, true, false]);
+    ///
+    /// // Byte keys through the hasher's byte path, hashed lazily inside the batch:
+    /// use seen::hash::ItemHasher;
+    /// let tokens: Vec<[u8; 64]> = vec![[1; 64], [2; 64]];
+    /// new.clear();
+    /// filter.insert_many_hashes(tokens.iter().map(|t| filter.hasher().hash_bytes(t)), &mut new);
+    /// assert_eq!(new, [true, true]);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
     {
-        let mut hashes = [Hash128 { h1: 0, h2: 0 }; BATCH];
-        let mut len = 0;
-        for item in items {
-            hashes[len] = self.hasher.hash_item(item);
-            len += 1;
-            if len == BATCH {
-                f(&hashes);
-                len = 0;
-            }
-        }
-        f(&hashes[..len]);
+        self.insert_many_hashes(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            new,
+        )
     }
 
-    /// Inserts a group of hashes: first a plain load of every target word (these overlap, and
-    /// double as prefetches), then the writes, skipping words that already held all the bits.
+    /// [`insert_many`](Self::insert_many) of already computed hashes (from
+    /// [`hasher`](Self::hasher)). The iterator is consumed in groups, so a lazy
+    /// `map(|key| hasher.hash_bytes(key))` keeps the hashing inside the batch.
+    pub fn insert_many_hashes<I>(&self, hashes: I, new: &mut Vec<bool>) -> usize
+    where
+        I: IntoIterator<Item = Hash128>,
+    {
+        let mut count = 0;
+        let hashes = hashes.into_iter();
+        new.reserve(hashes.size_hint().0);
+        self.insert_each(hashes, |n| {
+            count += usize::from(n);
+            new.push(n);
+        });
+        count
+    }
+
+    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
+    /// returns how many were `true`. RedisBloom's `BF.MEXISTS`. Hashes a group of items, then
+    /// reads all their words, then answers, so the misses of a group overlap even when hashing
+    /// an item takes long.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// filter.insert_all(["a", "b"]);
+    /// let mut hits = Vec::new();
+    /// filter.contains_many(["a", "x", "b"], &mut hits);
+    /// assert_eq!(&hits[..], [true, false, true]); // `false` for "x" w.p. ~99%
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.contains_many_hashes(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            hits,
+        )
+    }
+
+    /// [`contains_many`](Self::contains_many) of already computed hashes.
+    pub fn contains_many_hashes<I>(&self, hashes: I, hits: &mut Vec<bool>) -> usize
+    where
+        I: IntoIterator<Item = Hash128>,
+    {
+        let mut count = 0;
+        let hashes = hashes.into_iter();
+        hits.reserve(hashes.size_hint().0);
+        self.contains_each(hashes, |hit| {
+            count += usize::from(hit);
+            hits.push(hit);
+        });
+        count
+    }
+
+    /// The batched insert: groups of [`BATCH`] hashes, each group's blocks read before any is
+    /// written; `out` gets each item's result in order.
     #[inline]
-    fn insert_batch(&self, hashes: &[Hash128]) -> usize {
-        let mut targets = [(0usize, 0u64, 0u64); BATCH];
-        for (t, &h) in targets.iter_mut().zip(hashes) {
-            // Only called for the word layout.
-            if let Probe::Word { word, mask } = Probe::new(h, &self.sizing) {
-                *t = (word, mask, self.bits.word(word).load(Relaxed));
+    fn insert_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
+        for_each_group(hashes, |group| {
+            // Pass 1, arithmetic only: the probes. Pass 2: one load per block, back to back,
+            // so the group's cache misses are all in flight at once (a loop of single calls
+            // has only as many in flight as the processor's window holds of its instructions);
+            // for the line layout the rest of the line arrives with the first word.
+            let mut probes = [Probe::EMPTY; BATCH];
+            for (probe, &hash) in probes.iter_mut().zip(group) {
+                *probe = Probe::new(hash, &self.sizing);
             }
-        }
-        let mut new = 0;
-        for &(block, mask, seen) in &targets[..hashes.len()] {
-            // Bits are never cleared through `&self`, so a stale load that shows all of them set
-            // is still right; one that shows a bit missing is settled by the RMW.
-            if seen & mask != mask {
-                let previous = self.bits.word(block).fetch_or(mask, Relaxed);
-                new += usize::from(previous & mask != mask);
+            let mut seen = [0u64; BATCH];
+            for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
+                *seen = self.bits.word(probe.first_word()).load(Relaxed);
             }
-        }
-        new
+            // Pass 3: write where bits are missing. Bits are never cleared through `&self`, so
+            // a stale load that shows all of them set is still right; one that shows a bit
+            // missing is settled by the read-modify-write. An item repeated within the group
+            // is new only once: its second probe's RMW finds the bits the first one set.
+            for (probe, &seen) in probes.iter().zip(&seen).take(group.len()) {
+                out(match *probe {
+                    Probe::Word { word, mask } => {
+                        seen & mask != mask
+                            && self.bits.word(word).fetch_or(mask, Relaxed) & mask != mask
+                    }
+                    Probe::Line { .. } => self.insert_probe(probe),
+                });
+            }
+        });
+    }
+
+    /// The batched lookup, as [`insert_each`](Self::insert_each) without the writes.
+    #[inline]
+    fn contains_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
+        for_each_group(hashes, |group| {
+            let mut probes = [Probe::EMPTY; BATCH];
+            for (probe, &hash) in probes.iter_mut().zip(group) {
+                *probe = Probe::new(hash, &self.sizing);
+            }
+            let mut seen = [0u64; BATCH];
+            for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
+                *seen = self.bits.word(probe.first_word()).load(Relaxed);
+            }
+            for (probe, &seen) in probes.iter().zip(&seen).take(group.len()) {
+                out(match *probe {
+                    Probe::Word { mask, .. } => seen & mask == mask,
+                    Probe::Line { .. } => self.contains_probe(probe),
+                });
+            }
+        });
     }
 
     /// An estimate of the number of distinct items inserted, from the fraction of set bits `X/m`.

@@ -24,18 +24,25 @@ pub(crate) enum Probe {
         /// The bits, `k` draws (some may repeat).
         mask: u64,
     },
-    /// [`Layout::Line`]: all bits in the cache line at this index, one mask per word.
+    /// [`Layout::Line`]: all bits in the cache line at this index, at the positions
+    /// [`line_bits`] draws from `h2`.
     Line {
         /// The index of the line among the filter's lines.
         line: usize,
-        /// The bits of each of the line's 8 words.
-        masks: [u64; LINE_WORDS],
+        /// The hash bits the positions are drawn from.
+        h2: u64,
+        /// How many positions.
+        k: u32,
     },
 }
 
 impl Probe {
-    /// The probe of `hash` in a filter of this sizing.
-    #[inline]
+    /// A placeholder (word 0, no bits) for arrays filled before use.
+    pub(crate) const EMPTY: Self = Self::Word { word: 0, mask: 0 };
+
+    /// The probe of `hash` in a filter of this sizing. Always inlined: the callers' loops then
+    /// test the layout once, outside the loop, and keep the probe in registers.
+    #[inline(always)]
     pub(crate) fn new(hash: Hash128, sizing: &BlockedSizing) -> Self {
         // `blocks` fits a `usize`: the sizing refuses filters this machine cannot address.
         let block = reduce(hash.h1, sizing.blocks) as usize;
@@ -46,7 +53,8 @@ impl Probe {
             },
             Layout::Line => Self::Line {
                 line: block,
-                masks: line_masks(hash.h2, sizing.hashes),
+                h2: hash.h2,
+                k: sizing.hashes,
             },
         }
     }
@@ -64,12 +72,14 @@ impl Probe {
     /// bit of the probe.
     #[inline]
     pub(crate) fn is_set_in(&self, words: &[u64]) -> bool {
-        match self {
-            Self::Word { mask, .. } => words[0] & mask == *mask,
-            Self::Line { masks, .. } => words[..LINE_WORDS]
-                .iter()
-                .zip(masks)
-                .fold(true, |all, (w, m)| all & (w & m == *m)),
+        match *self {
+            Self::Word { mask, .. } => words[0] & mask == mask,
+            Self::Line { h2, k, .. } => {
+                let line = &words[..LINE_WORDS];
+                let mut all = 1;
+                line_bits(h2, k, |word, bit| all &= line[word] >> bit);
+                all & 1 == 1
+            }
         }
     }
 
@@ -77,12 +87,11 @@ impl Probe {
     /// [`first_word`](Self::first_word) on.
     #[inline]
     pub(crate) fn set_in(&self, words: &mut [u64]) {
-        match self {
+        match *self {
             Self::Word { mask, .. } => words[0] |= mask,
-            Self::Line { masks, .. } => {
-                for (w, m) in words[..LINE_WORDS].iter_mut().zip(masks) {
-                    *w |= m;
-                }
+            Self::Line { h2, k, .. } => {
+                let line = &mut words[..LINE_WORDS];
+                line_bits(h2, k, |word, bit| line[word] |= 1 << bit);
             }
         }
     }
@@ -91,8 +100,51 @@ impl Probe {
 /// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first
 /// (then from `remix(h2)`, `remix(remix(h2))`, ... after 10 fields). Positions may repeat: a
 /// fixed number of draws keeps the loop branch-free, and the sizing model counts the repeats.
-#[inline]
+///
+/// Dispatches to a copy unrolled for each `k` the sizing can choose (1 to 16): three
+/// instructions per bit and no loop, where the loop over a runtime `k` cost twice that
+/// ([measured](crate::docs::benchmarks#where-the-time-goes)).
+#[inline(always)]
 fn word_mask(h2: u64, k: u32) -> u64 {
+    match k {
+        1 => word_mask_of::<1>(h2),
+        2 => word_mask_of::<2>(h2),
+        3 => word_mask_of::<3>(h2),
+        4 => word_mask_of::<4>(h2),
+        5 => word_mask_of::<5>(h2),
+        6 => word_mask_of::<6>(h2),
+        7 => word_mask_of::<7>(h2),
+        8 => word_mask_of::<8>(h2),
+        9 => word_mask_of::<9>(h2),
+        10 => word_mask_of::<10>(h2),
+        11 => word_mask_of::<11>(h2),
+        12 => word_mask_of::<12>(h2),
+        13 => word_mask_of::<13>(h2),
+        14 => word_mask_of::<14>(h2),
+        15 => word_mask_of::<15>(h2),
+        16 => word_mask_of::<16>(h2),
+        _ => word_mask_loop(h2, k),
+    }
+}
+
+/// [`word_mask`] for a `K` known at compile time: the loop unrolls.
+#[inline(always)]
+fn word_mask_of<const K: u32>(h2: u64) -> u64 {
+    let (mut state, mut x, mut mask) = (h2, h2, 0u64);
+    for i in 0..K {
+        if i > 0 && i % 10 == 0 {
+            state = remix(state);
+            x = state;
+        }
+        mask |= 1u64 << (x & 63);
+        x >>= 6;
+    }
+    mask
+}
+
+/// [`word_mask`] for any `k`: the reference the unrolled copies are tested against.
+#[inline]
+fn word_mask_loop(h2: u64, k: u32) -> u64 {
     let (mut state, mut left, mut mask) = (h2, k, 0u64);
     loop {
         let mut x = state;
@@ -108,25 +160,71 @@ fn word_mask(h2: u64, k: u32) -> u64 {
     }
 }
 
-/// The line layout's masks, one per word: `k` positions drawn from `h2` as 9-bit fields (7 per
-/// 64 bits, then from `remix(h2)`, ...). Positions may repeat, as in [`word_mask`].
+/// The line layout's bit positions: `k` positions in the 512-bit line drawn from `h2` as 9-bit
+/// fields, lowest first (7 per 64 bits, then from `remix(h2)`, ...), each passed to `f` as its
+/// word (the field's high 3 bits) and bit (its low 6). Positions may repeat, as in
+/// [`word_mask`].
+///
+/// A callback rather than masks: a caller tests or sets each bit in place, where building 8
+/// masks first went through memory ([measured](crate::docs::benchmarks#where-the-time-goes)).
+#[inline(always)]
+pub(crate) fn line_bits(h2: u64, k: u32, f: impl FnMut(usize, u32)) {
+    // Unrolled for each `k` the sizing chooses at rates down to about 1e-7, as in `word_mask`.
+    match k {
+        1 => line_bits_of::<1>(h2, f),
+        2 => line_bits_of::<2>(h2, f),
+        3 => line_bits_of::<3>(h2, f),
+        4 => line_bits_of::<4>(h2, f),
+        5 => line_bits_of::<5>(h2, f),
+        6 => line_bits_of::<6>(h2, f),
+        7 => line_bits_of::<7>(h2, f),
+        8 => line_bits_of::<8>(h2, f),
+        9 => line_bits_of::<9>(h2, f),
+        10 => line_bits_of::<10>(h2, f),
+        11 => line_bits_of::<11>(h2, f),
+        12 => line_bits_of::<12>(h2, f),
+        _ => line_bits_loop(h2, k, f),
+    }
+}
+
+/// [`line_bits`] for a `K` known at compile time: the loop unrolls.
+#[inline(always)]
+fn line_bits_of<const K: u32>(h2: u64, mut f: impl FnMut(usize, u32)) {
+    let (mut state, mut x) = (h2, h2);
+    for i in 0..K {
+        if i > 0 && i % 7 == 0 {
+            state = remix(state);
+            x = state;
+        }
+        f((x >> 6 & 7) as usize, (x & 63) as u32);
+        x >>= 9;
+    }
+}
+
+/// [`line_bits`] for any `k`: the reference the unrolled copies are tested against.
 #[inline]
-fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
+fn line_bits_loop(h2: u64, k: u32, mut f: impl FnMut(usize, u32)) {
     let (mut state, mut left) = (h2, k);
-    let mut masks = [0u64; LINE_WORDS];
     loop {
         let mut x = state;
         for _ in 0..left.min(7) {
-            let pos = (x & 511) as usize;
-            masks[pos >> 6] |= 1u64 << (pos & 63);
+            f((x >> 6 & 7) as usize, (x & 63) as u32);
             x >>= 9;
         }
         left = left.saturating_sub(7);
         if left == 0 {
-            return masks;
+            return;
         }
         state = remix(state);
     }
+}
+
+/// The line layout's 8 masks, one per word: the bits of [`line_bits`].
+#[cfg(test)]
+fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
+    let mut masks = [0u64; LINE_WORDS];
+    line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
+    masks
 }
 
 #[cfg(all(test, not(seen_loom)))]
@@ -153,6 +251,27 @@ mod tests {
                 .sum::<f64>()
                 * 2000.0;
             assert!((*got as f64 / want - 1.0).abs() < 0.01, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn the_unrolled_word_masks_equal_the_loop() {
+        for h in (0..5000u64).map(remix) {
+            for k in 1..=40 {
+                assert_eq!(word_mask(h, k), word_mask_loop(h, k), "k = {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_unrolled_line_bits_equal_the_loop() {
+        for h in (0..5000u64).map(remix) {
+            for k in 1..=40 {
+                let (mut unrolled, mut looped) = (Vec::new(), Vec::new());
+                line_bits(h, k, |w, b| unrolled.push((w, b)));
+                line_bits_loop(h, k, |w, b| looped.push((w, b)));
+                assert_eq!(unrolled, looped, "k = {k}");
+            }
         }
     }
 
@@ -186,7 +305,8 @@ mod tests {
                 probe,
                 Probe::Line {
                     line: block(&line),
-                    masks: line_masks(!h, line.hashes)
+                    h2: !h,
+                    k: line.hashes
                 }
             );
             assert_eq!(probe.first_word(), block(&line) * LINE_WORDS);

@@ -1,0 +1,82 @@
+//! The crate's only `unsafe` code: one system call, `madvise(MADV_HUGEPAGE)`, asking Linux to
+//! back a large table with 2 MiB transparent huge pages.
+//!
+//! Why: a Bloom filter or an overwrite map reads one random cache line per operation. With
+//! 4 KiB pages, every such read of a table larger than the TLB's reach (a few MiB) also misses
+//! the TLB and walks the page tables; with 2 MiB pages the TLB covers gigabytes. Measured in
+//! [the benchmarks](crate::docs::benchmarks#huge-pages).
+//!
+//! How: the table is reserved (not yet touched), advised, then written, so the first write to
+//! each 2 MiB region faults in a huge page. The advice covers the reservation from its first
+//! page to its last; the kernel puts a huge page in every 2 MiB-aligned region that lies wholly
+//! inside the mapping, and Linux places anonymous mappings of 2 MiB and more on a 2 MiB boundary
+//! (since 6.7; older kernels leave the partial regions at both ends on small pages). The
+//! allocator serves reservations this large with a mapping of their own, so no other
+//! allocation shares those pages. Where the advice is refused (THP disabled, or `never`, or not
+//! Linux) the table simply stays on small pages: same behavior, slower.
+
+/// Tables of this many bytes or more are advised: below it the TLB already covers most of the
+/// table, and a huge page could hold mostly other data.
+pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 32 << 20;
+
+/// Asks the kernel to back `len` bytes from address `start` with transparent huge pages, from
+/// the page holding `start` to the page holding the last byte; returns whether it accepted.
+///
+/// Callers pass memory they own and have not yet written (a `Vec`'s spare capacity). The
+/// advice never changes the memory's contents, so it is harmless on any range.
+#[cfg(target_os = "linux")]
+pub(crate) fn advise_huge_pages(start: usize, len: usize) -> bool {
+    const PAGE: usize = 4096;
+    if len == 0 {
+        return false;
+    }
+    let first = start & !(PAGE - 1);
+    let end = start.saturating_add(len).div_ceil(PAGE) * PAGE;
+    #[allow(unsafe_code)]
+    // SAFETY: `madvise` with `MADV_HUGEPAGE` is advisory: it sets a flag on the mappings in
+    // `[first, end)` telling the kernel it may back them with huge pages, and changes neither
+    // their contents nor their validity (madvise(2): unlike `MADV_DONTNEED` or `MADV_FREE`, it
+    // is not destructive). The range holds `start..start + len`, which the caller owns, rounded
+    // out to whole pages as the call requires; the pages it may share at either end are only
+    // advised too. A range with unmapped pages makes the call fail with `ENOMEM`, which we
+    // report as a refusal: no memory is touched either way.
+    let status =
+        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+    status == 0
+}
+
+/// Not Linux: there is no transparent huge page advice to give.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn advise_huge_pages(_start: usize, _len: usize) -> bool {
+    false
+}
+
+/// The kilobytes of `AnonHugePages` of the mapping holding `address`, from
+/// `/proc/self/smaps`; `None` when that cannot be read.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn huge_kib_at(address: usize) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next()?;
+        if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let (lo, hi) = (
+                usize::from_str_radix(lo, 16).ok()?,
+                usize::from_str_radix(hi, 16).ok()?,
+            );
+            inside = (lo..hi).contains(&address);
+        } else if inside && first == "AnonHugePages:" {
+            return fields.next()?.parse().ok();
+        }
+    }
+    None
+}
+
+/// Whether transparent huge pages may be used when advised: `enabled` is `[always]` or
+/// `[madvise]`.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn huge_pages_enabled() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"))
+}

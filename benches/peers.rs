@@ -589,18 +589,26 @@ fn resident() -> u64 {
     pages * 4096
 }
 
-/// Keys that both of two racing threads were told were new, of `n` keys inserted by both.
+/// Keys that both of two racing threads were told were new, of `n` keys that both insert in
+/// the same order, meeting at a barrier every 256 keys so that neither runs ahead (on a busy
+/// machine one thread can otherwise lag by thousands of keys, and an overwrite map then
+/// forgets keys between the two inserts, which is not a race).
 fn duplicate_race(s: &dyn Shared, n: u64) -> u64 {
-    let (front, back) = std::thread::scope(|scope| {
-        let front = scope.spawn(|| (0..n).map(|k| s.insert(&[k]) == 1).collect::<Vec<_>>());
-        let back = scope.spawn(|| {
-            let mut new: Vec<bool> = (0..n).rev().map(|k| s.insert(&[k]) == 1).collect();
-            new.reverse();
-            new
-        });
-        (front.join().unwrap(), back.join().unwrap())
+    let step = std::sync::Barrier::new(2);
+    let run = || {
+        let mut new = Vec::with_capacity(n as usize);
+        for block in (0..n).collect::<Vec<_>>().chunks(256) {
+            step.wait();
+            new.extend(block.iter().map(|&k| s.insert(&[k]) == 1));
+        }
+        new
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(run);
+        let b = scope.spawn(run);
+        (a.join().unwrap(), b.join().unwrap())
     });
-    front.iter().zip(&back).filter(|(a, b)| **a && **b).count() as u64
+    a.iter().zip(&b).filter(|(x, y)| **x && **y).count() as u64
 }
 
 /// The duplicate race of every thread-safe dynamic structure, on 1M keys.
@@ -610,7 +618,9 @@ fn race_table() {
         .iter()
         .filter(|e| e.kind == Kind::Dynamic && selected(e.name))
     {
-        let s = (entry.make)(1_000_000);
+        // Sized for 4M items: a map then has 16M buckets (8M for the exact one), so a slot
+        // overwritten between two inserts of one key 256 keys apart is rare.
+        let s = (entry.make)(4_000_000);
         if let Some(shared) = s.shared() {
             println!(
                 "duplicate race: {} | {}",

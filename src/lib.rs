@@ -97,6 +97,7 @@
 //! None: the whole crate is always built. (`--cfg seen_loom` is not a feature: it is the
 //! model-checking build, for the crate's own tests.)
 
+mod batch;
 mod bits;
 mod bloom;
 pub mod builder;

@@ -5,34 +5,12 @@ use core::hash::Hash;
 
 use super::probe::line_bits;
 use super::{AtomicOptions, BloomBuilder, Probe};
+use crate::batch::{GROUP, for_each_group};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::Relaxed;
 use crate::{DedupFilter, Error, Layout};
-
-/// How many items the batch operations hash ahead of touching memory.
-const BATCH: usize = 16;
-
-/// Runs `f` on the hashes in groups of [`BATCH`] (the last may be shorter, never empty).
-#[inline]
-fn for_each_group(mut hashes: impl Iterator<Item = Hash128>, mut f: impl FnMut(&[Hash128])) {
-    let mut group = [Hash128 { h1: 0, h2: 0 }; BATCH];
-    loop {
-        let mut len = 0;
-        for (slot, hash) in group.iter_mut().zip(&mut hashes) {
-            *slot = hash;
-            len += 1;
-        }
-        if len == 0 {
-            return;
-        }
-        f(&group[..len]);
-        if len < BATCH {
-            return;
-        }
-    }
-}
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
 ///
@@ -353,7 +331,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         count
     }
 
-    /// The batched insert: groups of [`BATCH`] hashes, each group's blocks read before any is
+    /// The batched insert: groups of [`GROUP`] hashes, each group's blocks read before any is
     /// written; `out` gets each item's result in order.
     #[inline]
     fn insert_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
@@ -362,11 +340,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
             // so the group's cache misses are all in flight at once (a loop of single calls
             // has only as many in flight as the processor's window holds of its instructions);
             // for the line layout the rest of the line arrives with the first word.
-            let mut probes = [Probe::EMPTY; BATCH];
+            let mut probes = [Probe::EMPTY; GROUP];
             for (probe, &hash) in probes.iter_mut().zip(group) {
                 *probe = Probe::new(hash, &self.sizing);
             }
-            let mut seen = [0u64; BATCH];
+            let mut seen = [0u64; GROUP];
             for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
                 *seen = self.bits.word(probe.first_word()).load(Relaxed);
             }
@@ -390,11 +368,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     #[inline]
     fn contains_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
         for_each_group(hashes, |group| {
-            let mut probes = [Probe::EMPTY; BATCH];
+            let mut probes = [Probe::EMPTY; GROUP];
             for (probe, &hash) in probes.iter_mut().zip(group) {
                 *probe = Probe::new(hash, &self.sizing);
             }
-            let mut seen = [0u64; BATCH];
+            let mut seen = [0u64; GROUP];
             for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
                 *seen = self.bits.word(probe.first_word()).load(Relaxed);
             }

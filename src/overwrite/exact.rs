@@ -3,6 +3,7 @@
 use core::fmt;
 
 use super::{ExactClaim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::batch::GROUP;
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
@@ -308,7 +309,90 @@ impl<H> ExactOverwriteMap<H> {
     pub fn insert_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
         self.take(hash, key.as_ref()).is_some()
     }
+}
 
+impl<H: ItemHasher> ExactOverwriteMap<H> {
+    /// Inserts every key and appends to `new`, for each in order, what
+    /// [`insert`](Self::insert) would have returned; returns how many were new. The same as a
+    /// loop of `insert`, with the hashing done a group of 16 keys ahead of the slot accesses
+    /// (every slot access goes through arc-swap, which already dominates the cost).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// let mut new = Vec::new();
+    /// assert_eq!(map.insert_many(["a", "b", "a"], &mut new), 2);
+    /// assert_eq!(new, [true, true, false]);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert_many<'a, K, I>(&self, keys: I, new: &mut Vec<bool>) -> usize
+    where
+        K: AsRef<[u8]> + ?Sized + 'a,
+        I: IntoIterator<Item = &'a K>,
+    {
+        self.each_in_groups(keys, new, |hash, key| self.insert_hash(hash, key))
+    }
+
+    /// Appends to `hits`, for each key in order, what [`contains`](Self::contains) returns;
+    /// returns how many were `true`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
+    /// map.insert("a");
+    /// let mut hits = Vec::new();
+    /// assert_eq!(map.contains_many(["a", "b"], &mut hits), 1);
+    /// assert_eq!(hits, [true, false]);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn contains_many<'a, K, I>(&self, keys: I, hits: &mut Vec<bool>) -> usize
+    where
+        K: AsRef<[u8]> + ?Sized + 'a,
+        I: IntoIterator<Item = &'a K>,
+    {
+        self.each_in_groups(keys, hits, |hash, key| self.contains_hash(hash, key))
+    }
+
+    /// Hashes `keys` a group at a time, runs `op` on each (hash, key), appends the results.
+    fn each_in_groups<'a, K, I>(
+        &self,
+        keys: I,
+        out: &mut Vec<bool>,
+        mut op: impl FnMut(Hash128, &[u8]) -> bool,
+    ) -> usize
+    where
+        K: AsRef<[u8]> + ?Sized + 'a,
+        I: IntoIterator<Item = &'a K>,
+    {
+        let mut keys = keys.into_iter();
+        out.reserve(keys.size_hint().0);
+        let mut count = 0;
+        let mut group: [&[u8]; GROUP] = [&[]; GROUP];
+        loop {
+            let mut len = 0;
+            for (slot, key) in group.iter_mut().zip(&mut keys) {
+                *slot = key.as_ref();
+                len += 1;
+            }
+            let mut hashes = [Hash128 { h1: 0, h2: 0 }; GROUP];
+            for (hash, key) in hashes.iter_mut().zip(&group[..len]) {
+                *hash = self.hasher.hash_bytes(key);
+            }
+            for (&hash, key) in hashes.iter().zip(&group[..len]) {
+                let result = op(hash, key);
+                count += usize::from(result);
+                out.push(result);
+            }
+            if len < GROUP {
+                return count;
+            }
+        }
+    }
+}
+
+impl<H> ExactOverwriteMap<H> {
     /// Puts a new entry of `key` in the slot `hash` selects unless the slot holds these bytes;
     /// returns the entry it put there, or `None` if the slot already held the key.
     ///

@@ -4,6 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::batch::{GROUP, for_each_group};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
@@ -350,7 +351,120 @@ impl<H> OverwriteMap<H> {
         }
         slot.swap(fingerprint, Relaxed) != fingerprint
     }
+}
 
+impl<H: ItemHasher> OverwriteMap<H> {
+    /// Inserts every item and appends to `new`, for each in order, what
+    /// [`insert`](Self::insert) would have returned; returns how many were new.
+    ///
+    /// Faster than a loop of `insert` on a map larger than the caches: it hashes a group of 16
+    /// items and touches their slots before writing any, so the cache misses overlap. The
+    /// outcome is that of `insert`, item by item, in order (an item repeated in the batch, or
+    /// overwritten by a later item of the batch and then repeated, gets what one-by-one calls
+    /// would give), with the same concurrency guarantees.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// let mut new = Vec::new();
+    /// assert_eq!(map.insert_many(["a", "b", "a"], &mut new), 2);
+    /// assert_eq!(new, [true, true, false]);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.insert_many_hashes(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            new,
+        )
+    }
+
+    /// [`insert_many`](Self::insert_many) of already computed hashes (see
+    /// [`insert_hash`](Self::insert_hash)); the iterator is consumed in groups, so a lazy
+    /// `map(|key| hasher.hash_bytes(key))` keeps the hashing inside the batch.
+    pub fn insert_many_hashes<I>(&self, hashes: I, new: &mut Vec<bool>) -> usize
+    where
+        I: IntoIterator<Item = Hash128>,
+    {
+        let hashes = hashes.into_iter();
+        new.reserve(hashes.size_hint().0);
+        let mut count = 0;
+        for_each_group(hashes, |group| {
+            self.touch(group);
+            // The writes re-read each slot (now in cache): a slot read before an earlier item
+            // of the group overwrote it would be stale, unlike a Bloom filter's bits.
+            for &hash in group {
+                let n = self.insert_hash(hash);
+                count += usize::from(n);
+                new.push(n);
+            }
+        });
+        count
+    }
+
+    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
+    /// returns how many were `true`. Touches a group's slots before answering, as
+    /// [`insert_many`](Self::insert_many) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let map = seen::OverwriteMap::with_buckets(1_000)?;
+    /// map.insert("a");
+    /// let mut hits = Vec::new();
+    /// assert_eq!(map.contains_many(["a", "b"], &mut hits), 1);
+    /// assert_eq!(hits, [true, false]);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.contains_many_hashes(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            hits,
+        )
+    }
+
+    /// [`contains_many`](Self::contains_many) of already computed hashes.
+    pub fn contains_many_hashes<I>(&self, hashes: I, hits: &mut Vec<bool>) -> usize
+    where
+        I: IntoIterator<Item = Hash128>,
+    {
+        let hashes = hashes.into_iter();
+        hits.reserve(hashes.size_hint().0);
+        let mut count = 0;
+        for_each_group(hashes, |group| {
+            let mut held = [0u64; GROUP];
+            for (held, &hash) in held.iter_mut().zip(group) {
+                *held = self.locate(hash).0.load(Relaxed);
+            }
+            for (&held, &hash) in held.iter().zip(group) {
+                let hit = held == self.locate(hash).1;
+                count += usize::from(hit);
+                hits.push(hit);
+            }
+        });
+        count
+    }
+
+    /// Loads every slot of `group`, back to back, so that their cache misses overlap.
+    #[inline]
+    fn touch(&self, group: &[Hash128]) {
+        let mut any = 0;
+        for &hash in group {
+            any ^= self.locate(hash).0.load(Relaxed);
+        }
+        core::hint::black_box(any);
+    }
+}
+
+impl<H> OverwriteMap<H> {
     /// [`contains`](Self::contains) of an already computed hash (see
     /// [`insert_hash`](Self::insert_hash)). Never writes.
     ///

@@ -8,6 +8,12 @@ use crate::hash::Hash128;
 /// current x86 and Arm cores), few enough that the group's state stays in registers and L1.
 pub(crate) const GROUP: usize = 16;
 
+/// Tables below this size take the plain loop: mostly in the caches (and in the TLB's reach),
+/// they have few misses to overlap, and grouping cost 1.3-2x a loop of single calls at 1M items
+/// (a 1.5 MB filter), while it saves 1.2-1.7x at 10M and 100M ([measured](crate::docs::benchmarks)).
+/// The same size as [`crate::os::HUGE_PAGE_MIN_BYTES`], and for the same reason.
+pub(crate) const GROUP_MIN_BYTES: u64 = crate::os::HUGE_PAGE_MIN_BYTES as u64;
+
 /// Runs `f` on the hashes in groups of [`GROUP`] (the last may be shorter, never empty).
 #[inline]
 pub(crate) fn for_each_group(

@@ -274,7 +274,7 @@ fn invalid_parameters_are_errors() {
 /// The batch operations (`insert_many`, `contains_many` and their `_hashes` forms, and
 /// `insert_all` / `contains_all` built on them) against one-by-one calls: the same answer for
 /// every item, in order, and the same bits after. Both layouts, a small filter and one past
-/// 32 MiB (advised onto huge pages), with items repeated within a group of 16 and across
+/// 8 MiB (advised onto huge pages), with items repeated within a group of 16 and across
 /// groups, and a length that is not a multiple of 16.
 #[test]
 fn batch_operations_agree_with_one_by_one() {
@@ -320,7 +320,7 @@ fn batch_operations_agree_with_one_by_one() {
     }
 }
 
-/// Two threads `insert_many` the same keys in the same order, in groups of 100, each checking
+/// Two threads `insert_many` the same 1M keys in the same order, in groups of 100, each checking
 /// its group with `contains_many` right after: no key is lost, and with the word layout none is
 /// reported new to both (the batch path keeps `insert`'s exactly-once). Checked to fail: with
 /// the write pass deciding "new" from its earlier load instead of from the `fetch_or`, about a
@@ -329,7 +329,9 @@ fn batch_operations_agree_with_one_by_one() {
 fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
     let all = keys(9, 1_000_000);
     for layout in [Layout::Word, Layout::Line] {
-        let f = filter(1_000_000, 1e-5, layout);
+        // Sized for 4M, so that the filter (15 MB) takes the grouped path.
+        let f = filter(4_000_000, 1e-5, layout);
+        assert!(f.memory_bytes() >= 8 << 20);
         let run = || {
             let (mut new, mut out, mut hits, mut lost) = (Vec::new(), Vec::new(), Vec::new(), 0);
             for chunk in all.chunks(100) {

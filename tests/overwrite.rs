@@ -651,10 +651,11 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
 }
 
 /// `insert_many` / `contains_many` (and the `_hashes` forms) give what one-by-one calls give,
-/// item by item, in order: on a map of 8 buckets, where items of one group overwrite each
-/// other and come back (the case where a slot read at the start of a group is stale by the
-/// time an item is written), and on a large map. Checked to fail: answering inserts from the
-/// group's first loads instead of re-reading each slot disagrees on the small map.
+/// item by item, in order: on a map of 8 buckets (the plain loop: a small map is not grouped),
+/// where items overwrite each other and come back, and on a map of 8 MiB (grouped), with two
+/// keys of one slot alternating within a group, the case where a slot read at the start of a
+/// group is stale by the time an item is written. Checked to fail: answering inserts from the
+/// group's first loads instead of re-reading each slot.
 #[test]
 fn batch_operations_agree_with_one_by_one() {
     let mut items = keys(3, 20_000);
@@ -684,6 +685,24 @@ fn batch_operations_agree_with_one_by_one() {
         let hashes = queries.iter().map(|k| many.hasher().hash_item(k));
         many.contains_many_hashes(hashes, &mut got);
         assert_eq!(got, expected);
+        // Two keys of one slot, alternating within a group: each overwrites the other, so a
+        // slot read at the start of the group is stale by the time the later ones write.
+        let slot = |k: &u64| {
+            let h = many.hasher().hash_item(k).h1;
+            ((u128::from(h) * u128::from(buckets)) >> 64) as u64
+        };
+        let a = keys(6, 1)[0];
+        let b = (0..)
+            .map(|i| a ^ (i + 1) << 20)
+            .find(|k| slot(k) == slot(&a))
+            .unwrap();
+        // `a` is in the slot when the group starts; `b` overwrites it, then `a` is new again.
+        for pattern in [&[a][..], &[b, a, a, b, b, a, b]] {
+            let expected: Vec<bool> = pattern.iter().map(|k| one.insert(k)).collect();
+            got.clear();
+            many.insert_many(pattern, &mut got);
+            assert_eq!(got, expected, "{buckets} buckets, colliding keys");
+        }
 
         let (one, many) = (
             ExactOverwriteMap::with_buckets(buckets).unwrap(),

@@ -3,9 +3,9 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::probe::line_bits;
+use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
-use crate::batch::{GROUP, for_each_group};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
@@ -144,36 +144,41 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         self.insert_probe(&Probe::new(hash, &self.sizing))
     }
 
-    #[inline]
+    /// Always inlined (the word layout's whole insert is a few instructions); the line
+    /// layout's longer path is a function of its own.
+    #[inline(always)]
     fn insert_probe(&self, probe: &Probe) -> bool {
         match *probe {
             Probe::Word { word, mask } => insert_word(self.bits.word(word), mask),
-            Probe::Line { line, h2, k } => {
-                let line = &self.bits.line(line).0;
-                // Test every bit first (loads only: an item seen before writes nothing), noting
-                // which draws miss; then set those, one `fetch_or` per missing draw. A one-bit
-                // `fetch_or` whose result is tested compiles to `lock bts` (no `cmpxchg` loop),
-                // and "new" comes from the writes: two racing inserts of one item are both
-                // told "new" only if each set a bit the other had not.
-                let (mut missing, mut i) = (0u64, 0u32);
-                line_bits(h2, k, |word, bit| {
-                    missing |= (!line[word].load(Relaxed) >> bit & 1) << (i & 63);
-                    i += 1;
-                });
-                if missing == 0 {
-                    return false;
-                }
-                let (mut new, mut i) = (false, 0u32);
-                line_bits(h2, k, |word, bit| {
-                    if missing >> (i & 63) & 1 == 1 {
-                        let mask = 1 << bit;
-                        new |= line[word].fetch_or(mask, Relaxed) & mask == 0;
-                    }
-                    i += 1;
-                });
-                new
-            }
+            Probe::Line { line, h2, k } => self.insert_line(line, h2, k),
         }
+    }
+
+    #[inline]
+    fn insert_line(&self, line: usize, h2: u64, k: u32) -> bool {
+        let line = &self.bits.line(line).0;
+        // Test every bit first (loads only: an item seen before writes nothing), noting
+        // which draws miss; then set those, one `fetch_or` per missing draw. A one-bit
+        // `fetch_or` whose result is tested compiles to `lock bts` (no `cmpxchg` loop),
+        // and "new" comes from the writes: two racing inserts of one item are both
+        // told "new" only if each set a bit the other had not.
+        let (mut missing, mut i) = (0u64, 0u32);
+        line_bits(h2, k, |word, bit| {
+            missing |= (!line[word].load(Relaxed) >> bit & 1) << (i & 63);
+            i += 1;
+        });
+        if missing == 0 {
+            return false;
+        }
+        let (mut new, mut i) = (false, 0u32);
+        line_bits(h2, k, |word, bit| {
+            if missing >> (i & 63) & 1 == 1 {
+                let mask = 1 << bit;
+                new |= line[word].fetch_or(mask, Relaxed) & mask == 0;
+            }
+            i += 1;
+        });
+        new
     }
 
     /// [`contains`](Self::contains) of an already computed hash.
@@ -182,7 +187,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         self.contains_probe(&Probe::new(hash, &self.sizing))
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains_probe(&self, probe: &Probe) -> bool {
         match *probe {
             Probe::Word { word, mask } => self.bits.word(word).load(Relaxed) & mask == mask,
@@ -332,57 +337,100 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     }
 
     /// The batched insert: groups of [`GROUP`] hashes, each group's blocks read before any is
-    /// written; `out` gets each item's result in order.
+    /// written; `out` gets each item's result in order. The layout is tested once per call. A
+    /// filter below [`GROUP_MIN_BYTES`] is mostly in cache, where the extra passes cost more
+    /// than the overlap saves: there it is a loop of `insert_hash`.
+    ///
+    /// Pass 1, arithmetic only: the probes. Pass 2: one load per block, back to back, so the
+    /// group's cache misses are all in flight at once (a loop of single calls has only as many
+    /// in flight as the processor's window holds of its instructions, and a locked
+    /// instruction lets none pass). Pass 3: the writes, to lines now in cache.
     #[inline]
     fn insert_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
-        for_each_group(hashes, |group| {
-            // Pass 1, arithmetic only: the probes. Pass 2: one load per block, back to back,
-            // so the group's cache misses are all in flight at once (a loop of single calls
-            // has only as many in flight as the processor's window holds of its instructions);
-            // for the line layout the rest of the line arrives with the first word.
-            let mut probes = [Probe::EMPTY; GROUP];
-            for (probe, &hash) in probes.iter_mut().zip(group) {
-                *probe = Probe::new(hash, &self.sizing);
-            }
-            let mut seen = [0u64; GROUP];
-            for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
-                *seen = self.bits.word(probe.first_word()).load(Relaxed);
-            }
-            // Pass 3: write where bits are missing. Bits are never cleared through `&self`, so
-            // a stale load that shows all of them set is still right; one that shows a bit
-            // missing is settled by the read-modify-write. An item repeated within the group
-            // is new only once: its second probe's RMW finds the bits the first one set.
-            for (probe, &seen) in probes.iter().zip(&seen).take(group.len()) {
-                out(match *probe {
-                    Probe::Word { word, mask } => {
-                        seen & mask != mask
-                            && self.bits.word(word).fetch_or(mask, Relaxed) & mask != mask
-                    }
-                    Probe::Line { .. } => self.insert_probe(probe),
-                });
-            }
-        });
+        if self.memory_bytes() < GROUP_MIN_BYTES {
+            return hashes.for_each(|hash| out(self.insert_hash(hash)));
+        }
+        let sizing = &self.sizing;
+        match sizing.layout {
+            Layout::Word => for_each_group(hashes, |group| {
+                let mut at = [(0usize, 0u64); GROUP];
+                for (at, &hash) in at.iter_mut().zip(group) {
+                    *at = word_probe(hash, sizing);
+                }
+                let at = &at[..group.len()];
+                let mut seen = [0u64; GROUP];
+                for (seen, &(word, _)) in seen.iter_mut().zip(at) {
+                    *seen = self.bits.word(word).load(Relaxed);
+                }
+                // Bits are never cleared through `&self`, so a stale load that shows all of
+                // them set is still right; one that shows a bit missing is settled by the
+                // read-modify-write. An item repeated within the group is new only once: its
+                // second `fetch_or` finds the bits the first one set.
+                for (&(word, mask), &seen) in at.iter().zip(&seen) {
+                    out(seen & mask != mask
+                        && self.bits.word(word).fetch_or(mask, Relaxed) & mask != mask);
+                }
+            }),
+            Layout::Line => for_each_group(hashes, |group| {
+                let mut lines = [0usize; GROUP];
+                for (line, &hash) in lines.iter_mut().zip(group) {
+                    *line = block(hash, sizing);
+                }
+                let lines = &lines[..group.len()];
+                let mut any = 0;
+                for &line in lines {
+                    any ^= self.bits.line(line).0[0].load(Relaxed);
+                }
+                core::hint::black_box(any);
+                for (&line, hash) in lines.iter().zip(group) {
+                    out(self.insert_line(line, hash.h2, sizing.hashes));
+                }
+            }),
+        }
     }
 
     /// The batched lookup, as [`insert_each`](Self::insert_each) without the writes.
     #[inline]
     fn contains_each(&self, hashes: impl Iterator<Item = Hash128>, mut out: impl FnMut(bool)) {
-        for_each_group(hashes, |group| {
-            let mut probes = [Probe::EMPTY; GROUP];
-            for (probe, &hash) in probes.iter_mut().zip(group) {
-                *probe = Probe::new(hash, &self.sizing);
-            }
-            let mut seen = [0u64; GROUP];
-            for (seen, probe) in seen.iter_mut().zip(&probes).take(group.len()) {
-                *seen = self.bits.word(probe.first_word()).load(Relaxed);
-            }
-            for (probe, &seen) in probes.iter().zip(&seen).take(group.len()) {
-                out(match *probe {
-                    Probe::Word { mask, .. } => seen & mask == mask,
-                    Probe::Line { .. } => self.contains_probe(probe),
-                });
-            }
-        });
+        if self.memory_bytes() < GROUP_MIN_BYTES {
+            return hashes.for_each(|hash| out(self.contains_hash(hash)));
+        }
+        let sizing = &self.sizing;
+        match sizing.layout {
+            Layout::Word => for_each_group(hashes, |group| {
+                let mut at = [(0usize, 0u64); GROUP];
+                for (at, &hash) in at.iter_mut().zip(group) {
+                    *at = word_probe(hash, sizing);
+                }
+                let at = &at[..group.len()];
+                let mut seen = [0u64; GROUP];
+                for (seen, &(word, _)) in seen.iter_mut().zip(at) {
+                    *seen = self.bits.word(word).load(Relaxed);
+                }
+                for (&(_, mask), &seen) in at.iter().zip(&seen) {
+                    out(seen & mask == mask);
+                }
+            }),
+            Layout::Line => for_each_group(hashes, |group| {
+                let mut lines = [0usize; GROUP];
+                for (line, &hash) in lines.iter_mut().zip(group) {
+                    *line = block(hash, sizing);
+                }
+                let lines = &lines[..group.len()];
+                let mut any = 0;
+                for &line in lines {
+                    any ^= self.bits.line(line).0[0].load(Relaxed);
+                }
+                core::hint::black_box(any);
+                for (&line, hash) in lines.iter().zip(group) {
+                    out(self.contains_probe(&Probe::Line {
+                        line,
+                        h2: hash.h2,
+                        k: sizing.hashes,
+                    }));
+                }
+            }),
+        }
     }
 
     /// An estimate of the number of distinct items inserted, from the fraction of set bits `X/m`.

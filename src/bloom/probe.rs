@@ -37,22 +37,17 @@ pub(crate) enum Probe {
 }
 
 impl Probe {
-    /// A placeholder (word 0, no bits) for arrays filled before use.
-    pub(crate) const EMPTY: Self = Self::Word { word: 0, mask: 0 };
-
     /// The probe of `hash` in a filter of this sizing. Always inlined: the callers' loops then
     /// test the layout once, outside the loop, and keep the probe in registers.
     #[inline(always)]
     pub(crate) fn new(hash: Hash128, sizing: &BlockedSizing) -> Self {
-        // `blocks` fits a `usize`: the sizing refuses filters this machine cannot address.
-        let block = reduce(hash.h1, sizing.blocks) as usize;
         match sizing.layout {
-            Layout::Word => Self::Word {
-                word: block,
-                mask: word_mask(hash.h2, sizing.hashes),
-            },
+            Layout::Word => {
+                let (word, mask) = word_probe(hash, sizing);
+                Self::Word { word, mask }
+            }
             Layout::Line => Self::Line {
-                line: block,
+                line: block(hash, sizing),
                 h2: hash.h2,
                 k: sizing.hashes,
             },
@@ -95,6 +90,19 @@ impl Probe {
             }
         }
     }
+}
+
+/// The block of `hash`: `reduce(h1, blocks)`. It fits a `usize`: the sizing refuses filters this
+/// machine cannot address.
+#[inline(always)]
+pub(crate) fn block(hash: Hash128, sizing: &BlockedSizing) -> usize {
+    reduce(hash.h1, sizing.blocks) as usize
+}
+
+/// [`Probe::Word`]'s fields, for a caller that already knows the layout is [`Layout::Word`].
+#[inline(always)]
+pub(crate) fn word_probe(hash: Hash128, sizing: &BlockedSizing) -> (usize, u64) {
+    (block(hash, sizing), word_mask(hash.h2, sizing.hashes))
 }
 
 /// The word layout's mask: `k` bit positions drawn from `h2` as 6-bit fields, lowest first

@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
-use crate::batch::{GROUP, for_each_group};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
@@ -393,6 +393,14 @@ impl<H: ItemHasher> OverwriteMap<H> {
         let hashes = hashes.into_iter();
         new.reserve(hashes.size_hint().0);
         let mut count = 0;
+        if self.memory_bytes() < GROUP_MIN_BYTES {
+            for hash in hashes {
+                let n = self.insert_hash(hash);
+                count += usize::from(n);
+                new.push(n);
+            }
+            return count;
+        }
         for_each_group(hashes, |group| {
             self.touch(group);
             // The writes re-read each slot (now in cache): a slot read before an earlier item
@@ -439,6 +447,14 @@ impl<H: ItemHasher> OverwriteMap<H> {
         let hashes = hashes.into_iter();
         hits.reserve(hashes.size_hint().0);
         let mut count = 0;
+        if self.memory_bytes() < GROUP_MIN_BYTES {
+            for hash in hashes {
+                let hit = self.contains_hash(hash);
+                count += usize::from(hit);
+                hits.push(hit);
+            }
+            return count;
+        }
         for_each_group(hashes, |group| {
             let mut held = [0u64; GROUP];
             for (held, &hash) in held.iter_mut().zip(group) {

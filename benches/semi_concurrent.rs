@@ -171,7 +171,9 @@ fn operations(c: &mut Criterion) {
         lookups(&mut group, "semi_concurrent", &semi_filter, base, |f, k| {
             f.contains(&k)
         });
-        lookups(&mut group, "atomic_word", &atomic, base, |f, k| f.contains(&k));
+        lookups(&mut group, "atomic_word", &atomic, base, |f, k| {
+            f.contains(&k)
+        });
         group.finish();
     }
 }

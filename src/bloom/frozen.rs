@@ -13,6 +13,7 @@ use crate::sync::Arc;
 use crate::{Error, Layout};
 
 /// One segment of bits: plain words, never modified once shared.
+#[derive(Clone)]
 struct Segment(Box<[u64]>);
 
 /// An immutable Bloom filter, safe to share and query from any thread with plain loads.
@@ -118,6 +119,27 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             segment_words: self.segment_words,
             segments: segments.into_boxed_slice(),
             hasher: self.hasher.clone(),
+        }
+    }
+
+    /// Adds `hashes` to this filter in place: a segment that no other filter shares is written
+    /// directly, a shared one is copied first (and the copy replaces it here only).
+    ///
+    /// Takes `&mut self`: the caller owns this filter alone (`Arc::get_mut` succeeded), so no
+    /// snapshot anyone can see changes.
+    pub(crate) fn add_in_place(&mut self, hashes: &[Hash128]) {
+        for &hash in hashes {
+            let probe = Probe::new(hash, &self.sizing);
+            let word = probe.first_word();
+            let slot = &mut self.segments[word / self.segment_words];
+            let at = word % self.segment_words;
+            if let Some(segment) = Arc::get_mut(slot) {
+                probe.set_in(&mut segment.0[at..]);
+            } else {
+                let mut copy = Segment::clone(slot);
+                probe.set_in(&mut copy.0[at..]);
+                *slot = Arc::new(copy);
+            }
         }
     }
 

@@ -149,7 +149,9 @@ fn no_false_negative_while_compacting() {
             max_pending.load(Ordering::Relaxed)
         );
         assert!(checked > 1000);
-        assert!(stats.won > 1_000_000 / 64 / 2, "{stats:?}");
+        // One compaction at a time: while one runs, the other thread keeps inserting, so the
+        // batches grow past 64 and there are fewer of them than 1M / 64.
+        assert!(stats.won > 1_000, "{stats:?}");
     }
 }
 

@@ -28,6 +28,31 @@ fn book<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The loom stand-in for the std side's `SharedWords` (`Arc<[u64]>`, which loom's `Arc` cannot
+/// build): a loom `Arc` of a boxed slice, with the same `get_mut`.
+#[derive(Clone)]
+pub(crate) struct SharedWords(Arc<Box<[u64]>>);
+
+impl SharedWords {
+    /// Shares `words`.
+    pub(crate) fn new(words: Box<[u64]>) -> Self {
+        Self(Arc::new(words))
+    }
+
+    /// The words, writable, if no other `SharedWords` refers to them.
+    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
+        Arc::get_mut(&mut self.0).map(|words| &mut **words)
+    }
+}
+
+impl core::ops::Deref for SharedWords {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
 /// The loom stand-in for the std side's `TryMutex`: `loom::sync::Mutex`, only ever tried (its
 /// `try_lock` Acquires on success and its unlock Releases, as the real one's).
 pub(crate) struct TryMutex<T>(loom::sync::Mutex<T>);

@@ -11,6 +11,34 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// A block of words shared between immutable snapshots and written only while unshared:
+/// `Arc<[u64]>`, whose words sit right after the reference counts (one pointer to follow, not
+/// two as with an `Arc` of a boxed slice).
+#[derive(Clone)]
+pub(crate) struct SharedWords(Arc<[u64]>);
+
+impl SharedWords {
+    /// Shares `words` (moved into one allocation with the counts).
+    pub(crate) fn new(words: Box<[u64]>) -> Self {
+        Self(Arc::from(words))
+    }
+
+    /// The words, writable, if no other `SharedWords` refers to them (`Arc::get_mut`: Acquire,
+    /// so every other holder's reads happen before the caller's writes).
+    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
+        Arc::get_mut(&mut self.0)
+    }
+}
+
+impl core::ops::Deref for SharedWords {
+    type Target = [u64];
+
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
 /// A mutex that is only ever *tried*: [`try_lock`](Self::try_lock) never blocks, so code that
 /// uses nothing else stays lock-free (a caller that fails to take it goes on with its work).
 ///

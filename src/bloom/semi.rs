@@ -165,7 +165,9 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             // own raise, so this one is taken back (else the slot stays non-zero for good).
             slot.fetch_sub(1, Relaxed);
         }
-        if self.pending.len() >= self.insertions_before_compact {
+        // A plain load first: while a compaction runs, inserts skip the try-lock, whose failed
+        // compare-and-swap would pull the lock's cache line from the compacting thread each time.
+        if self.pending.len() >= self.insertions_before_compact && !self.compactor.is_held() {
             self.compact();
         }
         true
@@ -207,18 +209,23 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     #[inline]
     fn contains_hash_with(&self, hash: Hash128, summary: crate::sync::Ordering) -> bool {
-        if self.slot(hash).load(summary) & COUNT != 0 {
-            let pending = self.pending.contains(&hash);
-            // A miss may come from a compaction's `remove`, which follows its swap; a hit may
-            // be another thread's fresh node, whose summary raise the caller's insert relies
-            // on. The skip list's lookups are only consume-ordered, so this fence is what
-            // orders them before what follows (free on x86, one `dmb ishld` on AArch64).
-            fence(Acquire);
-            if pending {
-                return true;
-            }
+        if self.slot(hash).load(summary) & COUNT == 0 {
+            return self.current.read(|f| f.contains_hash(hash));
         }
-        self.current.read(|f| f.contains_hash(hash))
+        // Possibly pending. A hit in the snapshot answers at once (snapshots only grow, so a
+        // later lookup finds the hash in this one or a later one): an item that is in the filter
+        // never pays for the skip list.
+        if self.current.read(|f| f.contains_hash(hash)) {
+            return true;
+        }
+        let pending = self.pending.contains(&hash);
+        // A miss may come from a compaction's `remove`, which follows its swap; a hit may be
+        // another thread's fresh node, whose summary raise the caller's insert relies on. The
+        // skip list's lookups are only consume-ordered, so this fence is what orders them before
+        // what follows (free on x86, one `dmb ishld` on AArch64). Then a second look at the
+        // snapshot, loaded after the set.
+        fence(Acquire);
+        pending || self.current.read(|f| f.contains_hash(hash))
     }
 
     /// Moves the pending hashes into a new snapshot; returns whether this call swapped one in
@@ -246,6 +253,11 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         let Some(mut spare) = self.compactor.try_lock() else {
             return false;
         };
+        self.compact_locked(&mut spare, twin)
+    }
+
+    /// The compaction proper, by the thread that holds the compactor's lock.
+    fn compact_locked(&self, spare: &mut Spare<H>, twin: Twin) -> bool {
         // All of it: a batch cut at `len()` values could be filled by hashes inserted meanwhile
         // that sort lower, leaving out an older one (and `compact` then promises too much).
         let batch = self.pending.first(usize::MAX);
@@ -263,7 +275,6 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             self.lower_summary(&batch);
         }
         let current = self.current.load();
-        let spare = &mut *spare;
         // Reuse the previous snapshot if nobody else holds it: a reader that loaded it holds a
         // reference (arc-swap pays every guard's debt before its swap returns the old value),
         // so `get_mut` succeeding means no one can see the writes.

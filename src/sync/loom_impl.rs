@@ -67,6 +67,13 @@ impl<T> TryMutex<T> {
     pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
         self.0.try_lock().ok()
     }
+
+    /// The std side's hint, always `false` here: every caller goes on to `try_lock`. A caller
+    /// may only use the hint to skip a `try_lock`, and a skipped one changes nothing a failed
+    /// one would not, so the models explore the outcomes without the extra interleavings.
+    pub(crate) fn is_held(&self) -> bool {
+        false
+    }
 }
 
 impl<T> fmt::Debug for TryMutex<T> {

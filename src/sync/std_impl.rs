@@ -45,27 +45,77 @@ impl core::ops::Deref for SharedWords {
 /// A newtype over [`std::sync::Mutex`]: `try_lock` is one compare-and-swap that Acquires on
 /// success, and unlocking Releases (`library/std/src/sys/sync/mutex/futex.rs`). A poisoned mutex
 /// (a holder panicked) is taken as it is: the data it guards must stay valid at every step.
-pub(crate) struct TryMutex<T>(std::sync::Mutex<T>);
+/// [`is_held`](Self::is_held) is a hint read with a plain load, so that callers can skip a
+/// `try_lock` that would fail: a failed compare-and-swap still takes the cache line from the
+/// holder.
+pub(crate) struct TryMutex<T> {
+    mutex: std::sync::Mutex<T>,
+    held: AtomicBool,
+}
+
+/// The guard of a [`TryMutex`]: clears the hint when dropped, before the mutex is released.
+pub(crate) struct TryGuard<'a, T> {
+    // Declared first: dropped after `drop` below has cleared the hint.
+    guard: std::sync::MutexGuard<'a, T>,
+    held: &'a AtomicBool,
+}
 
 impl<T> TryMutex<T> {
     /// A mutex holding `value`.
     pub(crate) fn new(value: T) -> Self {
-        Self(std::sync::Mutex::new(value))
+        Self {
+            mutex: std::sync::Mutex::new(value),
+            held: AtomicBool::new(false),
+        }
     }
 
     /// The data, if no other thread holds the mutex; `None` at once if one does.
-    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
-        match self.0.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+    pub(crate) fn try_lock(&self) -> Option<TryGuard<'_, T>> {
+        let guard = match self.mutex.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.held.store(true, Ordering::Relaxed);
+        Some(TryGuard {
+            guard,
+            held: &self.held,
+        })
+    }
+
+    /// Whether some thread seems to hold the mutex: a `Relaxed` hint, possibly stale either
+    /// way. Only ever a shortcut past a `try_lock` that would probably fail.
+    #[inline]
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+impl<T> core::ops::Deref for TryGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> core::ops::DerefMut for TryGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for TryGuard<'_, T> {
+    fn drop(&mut self) {
+        self.held.store(false, Ordering::Relaxed);
     }
 }
 
 impl<T> fmt::Debug for TryMutex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TryMutex").finish_non_exhaustive()
+        f.debug_struct("TryMutex")
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
     }
 }
 

@@ -16,20 +16,29 @@ use crate::{DedupFilter, Error};
 /// inserts, and whose compacted state can be taken as a consistent snapshot at any time without
 /// stopping writers.
 ///
-/// - `insert(x)`: if the filter does not already contain `x`, put `x`'s 128-bit hash in a
-///   concurrent set of pending hashes (a lock-free skip list); when `insertions_before_compact`
-///   hashes are pending, compact.
-/// - `compact()`: take the pending hashes, build a new snapshot from the current one plus those
-///   hashes (copying only the 4 KiB segments they touch), and compare-and-swap it in; only if the
-///   swap won, remove exactly those hashes from the pending set.
-/// - `contains(x)`: the pending set first, then the snapshot. That order is what makes it
-///   correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
+/// - `insert(x)`: if the filter does not already contain `x`, raise a counter in a small
+///   *summary* of the pending set (one slot per a few bits of `x`'s hash), then put `x`'s
+///   128-bit hash in a concurrent set of pending hashes (a lock-free skip list); when
+///   `insertions_before_compact` hashes are pending, compact (unless a compaction is running).
+/// - `compact()`: one at a time (a call that finds another running returns at once). Take the
+///   pending hashes and build the next snapshot: in place, in the snapshot the current one
+///   replaced, if nobody holds it any more (adding the batch that made the current one and this
+///   batch), else as a copy-on-write of the current one (copying only the 4 KiB segments the
+///   hashes touch). Swap it in; then remove exactly those hashes from the pending set, and only
+///   then lower their summary counters.
+/// - `contains(x)`: the summary first: a zero counter sends the lookup straight to the snapshot.
+///   Otherwise the snapshot (a hit answers), then the pending set, then the snapshot again. That
+///   order is what makes it correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
 ///   have the argument and the loom models that check it.
 ///
 /// Guarantees: no false negatives (once `insert(x)` returned, every `contains(x)` that happens
-/// after it returns `true`); racing inserts of one new item: at least one returns `true`; a
-/// compaction fails only because another one won (no livelock). Readers never block; `insert`
-/// and `compact` are lock-free.
+/// after it returns `true`); racing inserts of one new item: at least one returns `true`.
+/// Readers never block; `insert` is lock-free, and never waits for a compaction (the pending set
+/// may then grow past `insertions_before_compact` until the running compaction is done).
+///
+/// Memory: the bits twice over once the second compaction has run (the current snapshot and
+/// the one it replaced, kept for reuse), plus the pending set, plus 8 bytes per summary slot
+/// (4 slots per `insertions_before_compact`, a power of two from 64 to 65,536).
 ///
 /// # Examples
 ///
@@ -97,7 +106,8 @@ enum Twin {
 pub struct CompactionStats {
     /// Calls to `compact` that found pending hashes and built a snapshot.
     pub attempted: u64,
-    /// Those whose compare-and-swap won.
+    /// Those that swapped a new snapshot in. One compaction runs at a time and always swaps,
+    /// so this equals `attempted`; a call that finds another running counts in neither.
     pub won: u64,
 }
 
@@ -443,7 +453,9 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
     }
 
     /// The size of the copy-on-write segments, rounded up to whole 64-byte lines (default
-    /// 4096). A segment as large as the filter makes every compaction copy the whole filter.
+    /// 4096). A compaction that cannot reuse the previous snapshot in place (someone still holds
+    /// it) copies the segments its hashes touch; a segment as large as the filter makes that a
+    /// copy of the whole filter.
     pub fn segment_bytes(mut self, bytes: usize) -> Self {
         self.options_mut().segment_bytes = bytes;
         self

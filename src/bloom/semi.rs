@@ -99,6 +99,8 @@ enum Twin {
     RemoveBeforeSwap,
     /// The summary is lowered before the swap, the hashes removed after it.
     LowerSummaryBeforeSwap,
+    /// A compaction clears its hashes' slots instead of lowering them by one each.
+    ClearSummary,
 }
 
 /// How many compactions were tried and how many swapped a new snapshot in.
@@ -279,10 +281,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         fence(Acquire);
         self.attempted.fetch_add(1, Relaxed);
         if twin == Twin::RemoveBeforeSwap {
-            self.leave_pending(&batch);
+            self.leave_pending(&batch, twin);
         }
         if twin == Twin::LowerSummaryBeforeSwap {
-            self.lower_summary(&batch);
+            self.lower_summary(&batch, twin);
         }
         let current = self.current.load();
         // Reuse the previous snapshot if nobody else holds it: a reader that loaded it holds a
@@ -310,7 +312,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                     self.pending.remove(hash);
                 }
             }
-            _ => self.leave_pending(&batch),
+            _ => self.leave_pending(&batch, twin),
         }
         spare.previous = Some(replaced);
         spare.last = batch;
@@ -319,16 +321,22 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// Removes `batch` from the pending set, then lowers its summary slots (Release: a reader
     /// that reads the lowered count happens after the swap that preceded the removal).
-    fn leave_pending(&self, batch: &[Hash128]) {
+    fn leave_pending(&self, batch: &[Hash128], twin: Twin) {
         for hash in batch {
             self.pending.remove(hash);
         }
-        self.lower_summary(batch);
+        self.lower_summary(batch, twin);
     }
 
-    fn lower_summary(&self, batch: &[Hash128]) {
+    /// Lowers the slot of each hash of `batch` by one: by exactly its own raise, since other
+    /// hashes of the slot may still be pending.
+    fn lower_summary(&self, batch: &[Hash128], twin: Twin) {
         for &hash in batch {
-            self.slot(hash).fetch_sub(1, Release);
+            if twin == Twin::ClearSummary {
+                self.slot(hash).fetch_and(!COUNT, Release);
+            } else {
+                self.slot(hash).fetch_sub(1, Release);
+            }
         }
     }
 
@@ -355,6 +363,12 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         self.insertions_before_compact
     }
 
+    /// For the loom models: the index of `item`'s summary slot.
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn summary_slot<T: Hash + ?Sized>(&self, item: &T) -> usize {
+        self.hasher.hash_item(item).h1 as usize & (self.summary.len() - 1)
+    }
+
     /// For the loom models: the summary's count for `item`'s slot.
     #[cfg(all(test, seen_loom))]
     pub(crate) fn summary_count<T: Hash + ?Sized>(&self, item: &T) -> u64 {
@@ -373,6 +387,13 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     #[cfg(all(test, seen_loom))]
     pub(crate) fn compact_lowering_the_summary_first(&self) -> bool {
         self.compact_with(Twin::LowerSummaryBeforeSwap)
+    }
+
+    /// Broken variant for the loom models: clears each compacted hash's summary slot instead of
+    /// lowering it by one (wrong when another hash of the slot is still pending).
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn compact_clearing_the_summary(&self) -> bool {
+        self.compact_with(Twin::ClearSummary)
     }
 
     /// Broken variant for the loom models: the insert as it was, with the skip list's replacing

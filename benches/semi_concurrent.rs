@@ -4,8 +4,12 @@
 //! - Group `compact`, functions `segmented_4KiB` and `full_copy` (one segment as large as the
 //!   filter), parameter `{items}`: 1,024 fresh keys are inserted (untimed), then one
 //!   `compact()` is timed. Filters sized for `items` at fpr 0.01.
-//! - Groups `semi_insert` / `semi_contains_hit`, functions `semi_concurrent` (compacting every
-//!   1,024 inserts) and `atomic_word`, 10M items, one thread.
+//! - Groups `semi_insert` / `semi_contains_hit` / `semi_contains_miss`, functions
+//!   `semi_concurrent` (compacting every 1,024 inserts) and `atomic_word`, parameter
+//!   `10M/{threads}t`: filters sized for 10M items at 1%, 1 and 2 threads. Inserts are of fresh
+//!   keys (the filter is rebuilt, untimed, when full); lookups query a filter holding 1M keys,
+//!   for keys it holds (hit) and keys it never saw (miss). With 2 threads, the time per
+//!   operation is the wall time of both divided by the operations of both.
 //!
 //! Run: `cargo bench -p seen-benches --bench semi_concurrent` (about 3 minutes). Results in
 //! `docs/benchmarks.md`.
@@ -15,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use seen::{AtomicBloomFilter, SemiConcurrentBloomFilter};
+
+mod common;
 
 const BATCH: u64 = 1024;
 
@@ -66,42 +72,74 @@ fn compaction(c: &mut Criterion) {
 }
 
 const N: u64 = 10_000_000;
+const THREADS: [u64; 2] = [1, 2];
+/// Keys from here on were never inserted: the `semi_contains_miss` queries.
+const MISS: u64 = 1 << 40;
 
-/// Times inserts of fresh keys into a filter of capacity `N`, rebuilt (untimed) when full.
-fn fresh_inserts<F>(
+/// Times inserts of fresh keys, split between `threads` threads, into a filter of capacity `N`
+/// rebuilt (untimed) when full.
+fn fresh_inserts<F: Sync>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     make: fn() -> F,
     insert: fn(&F, u64) -> bool,
 ) {
-    let mut f = make();
-    let mut next = 0u64;
-    group.bench_function(BenchmarkId::new(name, "10M"), |b| {
-        b.iter_custom(|iters| {
-            let mut elapsed = Duration::ZERO;
-            let mut left = iters;
-            while left > 0 {
-                if next == N {
-                    f = make();
-                    next = 0;
+    for threads in THREADS {
+        let mut f: Option<F> = None;
+        let mut next = 0u64;
+        group.bench_function(BenchmarkId::new(name, format!("10M/{threads}t")), |b| {
+            b.iter_custom(|iters| {
+                let mut elapsed = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    if next == N || f.is_none() {
+                        f = Some(make());
+                        next = 0;
+                    }
+                    let count = left.min(N - next);
+                    let filter = f.as_ref().expect("built above");
+                    elapsed += common::timed_split(threads, next, count, &|lo, hi| {
+                        for k in lo..hi {
+                            black_box(insert(filter, k));
+                        }
+                    });
+                    next += count;
+                    left -= count;
                 }
-                let count = left.min(N - next);
-                let start = Instant::now();
-                for k in next..next + count {
-                    black_box(insert(&f, k));
-                }
-                elapsed += start.elapsed();
-                next += count;
-                left -= count;
-            }
-            elapsed
-        })
-    });
+                elapsed
+            })
+        });
+    }
 }
 
+/// Times lookups of `base + (i % HELD)`, split between `threads` threads.
+fn lookups<F: Sync>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    filter: &F,
+    base: u64,
+    contains: fn(&F, u64) -> bool,
+) {
+    for threads in THREADS {
+        let mut next = 0u64;
+        group.bench_function(BenchmarkId::new(name, format!("10M/{threads}t")), |b| {
+            b.iter_custom(|iters| {
+                let elapsed = common::timed_split(threads, next, iters, &|lo, hi| {
+                    for i in lo..hi {
+                        black_box(contains(filter, base + 1 + i % HELD));
+                    }
+                });
+                next = (next + iters) % HELD;
+                elapsed
+            })
+        });
+    }
+}
+
+/// The keys the lookup benches' filters hold: `1..=HELD`.
+const HELD: u64 = 1_000_000;
+
 fn operations(c: &mut Criterion) {
-    let semi_filter = semi_compacting(N);
-    let atomic = AtomicBloomFilter::with_capacity(N, 0.01).unwrap();
     {
         // Fresh keys into a filter rebuilt (untimed) when it reaches capacity, as in
         // `benches/atomic_bloom.rs`: inserts of new items at fills from 0 to 100%.
@@ -121,27 +159,23 @@ fn operations(c: &mut Criterion) {
         );
         group.finish();
     }
-    for k in 0..1_000_000u64 {
-        semi_filter.insert(&(k + 1));
-        atomic.insert(&(k + 1));
+    let semi_filter = semi_compacting(N);
+    let atomic = AtomicBloomFilter::with_capacity(N, 0.01).unwrap();
+    for k in 1..=HELD {
+        semi_filter.insert(&k);
+        atomic.insert(&k);
     }
-    let mut group = c.benchmark_group("semi_contains_hit");
-    group.throughput(Throughput::Elements(1));
-    let mut i = 0u64;
-    group.bench_function(BenchmarkId::new("semi_concurrent", "10M"), |b| {
-        b.iter(|| {
-            i = (i + 7919) % 1_000_000;
-            black_box(semi_filter.contains(&(i + 1)))
-        })
-    });
-    let mut i = 0u64;
-    group.bench_function(BenchmarkId::new("atomic_word", "10M"), |b| {
-        b.iter(|| {
-            i = (i + 7919) % 1_000_000;
-            black_box(atomic.contains(&(i + 1)))
-        })
-    });
-    group.finish();
+    for (group_name, base) in [("semi_contains_hit", 0), ("semi_contains_miss", MISS)] {
+        let mut group = c.benchmark_group(group_name);
+        group.throughput(Throughput::Elements(1));
+        lookups(&mut group, "semi_concurrent", &semi_filter, base, |f, k| {
+            f.contains(&k)
+        });
+        lookups(&mut group, "atomic_word", &atomic, base, |f, k| {
+            f.contains(&k)
+        });
+        group.finish();
+    }
 }
 
 criterion_group! {

@@ -9,15 +9,12 @@ use super::Probe;
 use crate::bits::{LINE_WORDS, probe_allocation, try_boxed_slice};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
-use crate::sync::Arc;
+use crate::sync::SharedWords;
 use crate::{Error, Layout};
-
-/// One segment of bits: plain words, never modified once shared.
-struct Segment(Box<[u64]>);
 
 /// An immutable Bloom filter, safe to share and query from any thread with plain loads.
 ///
-/// Its bits are split into segments (4 KiB by default) behind `Arc`s, so that adding a batch of
+/// Its bits are split into segments (4 KiB by default), each reference-counted, so that adding a batch of
 /// items produces a new filter that copies only the segments the batch touches and shares the
 /// rest with the old one (copy-on-write). Same layouts, sizing and probe positions as
 /// [`AtomicBloomFilter`](crate::AtomicBloomFilter): a hash inserted in one is found at the
@@ -38,7 +35,8 @@ struct Segment(Box<[u64]>);
 pub struct FrozenBloomFilter<H = StableHasher> {
     sizing: BlockedSizing,
     segment_words: usize,
-    segments: Box<[Arc<Segment>]>,
+    /// Plain words, never modified once shared.
+    segments: Box<[SharedWords]>,
     hasher: H,
 }
 
@@ -66,7 +64,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             })?;
         for s in 0..count {
             let len = segment_words.min(words - s * segment_words);
-            segments.push(Arc::new(Segment(try_boxed_slice(len, || 0u64)?)));
+            segments.push(SharedWords::new(try_boxed_slice(len, || 0u64)?));
         }
         Ok(Self {
             sizing,
@@ -88,7 +86,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         let probe = Probe::new(hash, &self.sizing);
         let word = probe.first_word();
         // A block never straddles segments: both are whole cache lines.
-        let segment = &self.segments[word / self.segment_words].0;
+        let segment = &self.segments[word / self.segment_words];
         probe.is_set_in(&segment[word % self.segment_words..])
     }
 
@@ -107,17 +105,45 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         let mut segments = self.segments.to_vec();
         for group in targets.chunk_by(|a, b| a.0 == b.0) {
             let index = group[0].0;
-            let mut words = self.segments[index].0.to_vec();
+            let mut words = self.segments[index].to_vec();
             for (_, at, probe) in group {
                 probe.set_in(&mut words[*at..]);
             }
-            segments[index] = Arc::new(Segment(words.into_boxed_slice()));
+            segments[index] = SharedWords::new(words.into_boxed_slice());
         }
         Self {
             sizing: self.sizing,
             segment_words: self.segment_words,
             segments: segments.into_boxed_slice(),
             hasher: self.hasher.clone(),
+        }
+    }
+
+    /// Adds `hashes` to this filter in place: a segment that no other filter shares is written
+    /// directly, a shared one is copied first (and the copy replaces it here only).
+    ///
+    /// Takes `&mut self`: the caller owns this filter alone (`Arc::get_mut` succeeded), so no
+    /// snapshot anyone can see changes. Hashes in order (a pending batch is: the block grows
+    /// with `h1`) touch each segment in one run, checked for sharing once.
+    pub(crate) fn add_in_place(&mut self, hashes: &[Hash128]) {
+        let (sizing, segment_words) = (self.sizing, self.segment_words);
+        let mut open = usize::MAX;
+        let mut words: &mut [u64] = &mut [];
+        for &hash in hashes {
+            let probe = Probe::new(hash, &sizing);
+            let word = probe.first_word();
+            let index = word / segment_words;
+            if index != open {
+                let slot = &mut self.segments[index];
+                if slot.get_mut().is_none() {
+                    *slot = SharedWords::new(slot.to_vec().into_boxed_slice());
+                }
+                words = slot
+                    .get_mut()
+                    .expect("unshared: checked or copied just above");
+                open = index;
+            }
+            probe.set_in(&mut words[word % segment_words..]);
         }
     }
 
@@ -129,7 +155,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     /// The memory the bits take, in bytes: the sum of the segments (some of which may be
     /// shared with other snapshots).
     pub fn memory_bytes(&self) -> u64 {
-        self.segments.iter().map(|s| s.0.len() as u64 * 8).sum()
+        self.segments.iter().map(|s| s.len() as u64 * 8).sum()
     }
 
     /// `k`, the bits set per item.

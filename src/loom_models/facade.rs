@@ -112,7 +112,7 @@ fn arc_cell_load_after_a_store_that_happens_before_sees_it() {
 fn insert_of_a_present_value(insert: fn(&PendingSet<u64>, u64)) {
     loom::model(move || {
         let set = Arc::new(PendingSet::new());
-        set.insert(7u64);
+        set.insert(7u64, || 0);
         let writer = {
             let set = Arc::clone(&set);
             thread::spawn(move || insert(&set, 7))
@@ -126,7 +126,9 @@ fn insert_of_a_present_value(insert: fn(&PendingSet<u64>, u64)) {
 
 #[test]
 fn pending_set_insert_of_a_present_value_never_hides_it() {
-    insert_of_a_present_value(|set, v| set.insert(v));
+    insert_of_a_present_value(|set, v| {
+        set.insert(v, || 0);
+    });
 }
 
 /// The twin: the skip list's own `SkipSet::insert` removes the present entry, then links a new
@@ -134,7 +136,9 @@ fn pending_set_insert_of_a_present_value_never_hides_it() {
 #[test]
 #[should_panic(expected = "hid a present value")]
 fn pending_set_replacing_insert_hides_a_present_value() {
-    insert_of_a_present_value(|set, v| set.insert_replacing(v));
+    insert_of_a_present_value(|set, v| {
+        set.insert_replacing(v, || 0);
+    });
 }
 
 /// Two removers of one value and an inserter of another: the set ends with exactly the other
@@ -143,13 +147,15 @@ fn pending_set_replacing_insert_hides_a_present_value() {
 fn pending_set_racing_removals_leave_an_exact_set() {
     loom::model(|| {
         let set = Arc::new(PendingSet::new());
-        set.insert(7u64);
+        set.insert(7u64, || 0);
         let handles: Vec<_> = [None, None, Some(9u64)]
             .into_iter()
             .map(|insert| {
                 let set = Arc::clone(&set);
                 thread::spawn(move || match insert {
-                    Some(v) => set.insert(v),
+                    Some(v) => {
+                        set.insert(v, || 0);
+                    }
                     None => set.remove(&7),
                 })
             })
@@ -173,7 +179,7 @@ fn pending_set_len_is_approximate_while_inserts_are_in_flight() {
         let handles: Vec<_> = (0..2)
             .map(|_| {
                 let set = Arc::clone(&set);
-                thread::spawn(move || set.insert(1u64))
+                thread::spawn(move || set.insert(1u64, || 0))
             })
             .collect();
         assert!(set.len() <= 1, "len counted an insert in flight");
@@ -207,7 +213,7 @@ fn lookup_then(fence: bool) {
             let (set, data) = (Arc::clone(&set), Arc::clone(&data));
             thread::spawn(move || {
                 data.store(true, Ordering::Relaxed);
-                set.insert(5u64);
+                set.insert(5u64, || 0);
             })
         };
         if set.contains(&5) {
@@ -226,12 +232,12 @@ fn lookup_then(fence: bool) {
 fn pending_set_iteration_during_inserts_is_weakly_consistent() {
     loom::model(|| {
         let set = Arc::new(PendingSet::new());
-        set.insert(2u64);
+        set.insert(2u64, || 0);
         let writers: Vec<_> = [1u64, 3]
             .into_iter()
             .map(|v| {
                 let set = Arc::clone(&set);
-                thread::spawn(move || set.insert(v))
+                thread::spawn(move || set.insert(v, || 0))
             })
             .collect();
         let seen = set.first(usize::MAX);
@@ -249,5 +255,25 @@ fn pending_set_iteration_during_inserts_is_weakly_consistent() {
         }
         assert_eq!(set.len(), 3);
         assert_eq!(set.first(2), vec![1, 2]);
+    });
+}
+
+/// Two threads insert the same value, each with its own tag: both are told the same tag, and
+/// it is one of theirs (the node that was linked), whichever of them ran its tag closure.
+#[test]
+fn pending_set_racing_inserts_agree_on_the_linked_tag() {
+    loom::model(|| {
+        let set = Arc::new(PendingSet::new());
+        let handles: Vec<_> = [1u64, 2]
+            .into_iter()
+            .map(|tag| {
+                let set = Arc::clone(&set);
+                thread::spawn(move || set.insert(7u64, || tag))
+            })
+            .collect();
+        let tags: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(tags[0], tags[1], "two linked nodes for one value: {tags:?}");
+        assert!([1, 2].contains(&tags[0]));
+        assert_eq!(set.len(), 1);
     });
 }

@@ -28,6 +28,60 @@ fn book<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The loom stand-in for the std side's `SharedWords` (`Arc<[u64]>`, which loom's `Arc` cannot
+/// build): a loom `Arc` of a boxed slice, with the same `get_mut`.
+#[derive(Clone)]
+pub(crate) struct SharedWords(Arc<Box<[u64]>>);
+
+impl SharedWords {
+    /// Shares `words`.
+    pub(crate) fn new(words: Box<[u64]>) -> Self {
+        Self(Arc::new(words))
+    }
+
+    /// The words, writable, if no other `SharedWords` refers to them.
+    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
+        Arc::get_mut(&mut self.0).map(|words| &mut **words)
+    }
+}
+
+impl core::ops::Deref for SharedWords {
+    type Target = [u64];
+
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+/// The loom stand-in for the std side's `TryMutex`: `loom::sync::Mutex`, only ever tried (its
+/// `try_lock` Acquires on success and its unlock Releases, as the real one's).
+pub(crate) struct TryMutex<T>(loom::sync::Mutex<T>);
+
+impl<T> TryMutex<T> {
+    /// A mutex holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::sync::Mutex::new(value))
+    }
+
+    /// The data, if no other thread holds the mutex; `None` at once if one does.
+    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
+        self.0.try_lock().ok()
+    }
+
+    /// The std side's hint, always `false` here: every caller goes on to `try_lock`. A caller
+    /// may only use the hint to skip a `try_lock`, and a skipped one changes nothing a failed
+    /// one would not, so the models explore the outcomes without the extra interleavings.
+    pub(crate) fn is_held(&self) -> bool {
+        false
+    }
+}
+
+impl<T> fmt::Debug for TryMutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryMutex").finish_non_exhaustive()
+    }
+}
+
 /// The loom stand-in for `arc_swap::ArcSwap<T>`, no stronger than what arc-swap documents.
 ///
 /// Every value ever stored is kept in an append-only list (so an index names one `Arc` for the
@@ -126,6 +180,22 @@ impl<T> fmt::Debug for ArcCell<T> {
 /// *that* node (a compare-exchange on the whole state), as the skip list marks one node's tower.
 struct Entry {
     state: AtomicUsize,
+    /// The tag of each node linked for this value, by its (present) state: bookkeeping, written
+    /// in the same loom step as the compare-exchange that links the node (the real node holds
+    /// its tag before it is published).
+    tags: std::sync::Mutex<BTreeMap<usize, u64>>,
+}
+
+impl Entry {
+    /// The tag of the node `state` (a present state) names.
+    fn tag(&self, state: usize) -> u64 {
+        book(&self.tags)[&state]
+    }
+
+    /// Records the tag of the node just linked as `state`.
+    fn tag_linked(&self, state: usize, tag: u64) {
+        book(&self.tags).insert(state, tag);
+    }
 }
 
 const PRESENT: usize = 1;
@@ -140,8 +210,10 @@ const fn linked(absent: usize) -> usize {
 ///
 /// - a lookup is one `Relaxed` load of the value's entry (the skip list's `load_consume` is at
 ///   least that): no happens-before edge unless the caller adds a fence;
-/// - `insert` is `get_or_insert`: a lookup, then `len += 1` (optimistic, before linking), then a
-///   `SeqCst` compare-exchange that links a node (on failure, `len -= 1` if another node is there);
+/// - `insert` is `get_or_insert_with`: a lookup (returning the tag of a node found), then the
+///   tag closure, `len += 1` (optimistic, before linking), then a `SeqCst` compare-exchange that
+///   links a node (on failure, if another node is there: `len -= 1` and that node's tag, the
+///   closure having run for nothing);
 /// - `insert_replacing` is `SkipSet::insert`: mark the existing node removed (`len -= 1`), *then*
 ///   link a new one: two steps, with the value absent in between;
 /// - `remove` marks the node it found with a `SeqCst` compare-exchange, then `len -= 1`;
@@ -176,6 +248,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
             pool: (0..CAPACITY)
                 .map(|_| Entry {
                     state: AtomicUsize::new(0),
+                    tags: std::sync::Mutex::new(BTreeMap::new()),
                 })
                 .collect(),
             links: AtomicUsize::new(0),
@@ -204,13 +277,16 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         index.map(|index| &self.pool[index])
     }
 
-    /// Adds `value` if it is absent (`SkipSet::get_or_insert`); an entry already present stays.
-    pub(crate) fn insert(&self, value: T) {
+    /// Adds `value` if it is absent (`SkipMap::get_or_insert_with`); an entry already present
+    /// stays. `tag` runs only when the first lookup found no entry, before the link is tried;
+    /// returns the tag of the entry the set holds after the call.
+    pub(crate) fn insert(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {
         let entry = self.entry(value);
         let mut seen = entry.state.load(Ordering::Relaxed);
         if seen & PRESENT != 0 {
-            return;
+            return entry.tag(seen);
         }
+        let tag = tag();
         self.len.fetch_add(1, Ordering::Relaxed);
         loop {
             match entry.state.compare_exchange(
@@ -219,21 +295,25 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    entry.tag_linked(linked(seen), tag);
+                    return tag;
+                }
                 Err(now) if now & PRESENT != 0 => {
                     // Another thread linked a node first: return that one.
                     self.len.fetch_sub(1, Ordering::Relaxed);
-                    return;
+                    return entry.tag(now);
                 }
                 Err(now) => seen = now, // linked and removed meanwhile: link after it
             }
         }
     }
 
-    /// `SkipSet::insert`: removes an existing entry (marks its node), *then* links a new one.
+    /// `SkipMap::insert`: removes an existing entry (marks its node), *then* links a new one.
     /// Between the two steps the value is absent. The crate does not use it; the loom models run
     /// the semi-concurrent filter's old insert with it, to show that they catch the bug.
-    pub(crate) fn insert_replacing(&self, value: T) {
+    pub(crate) fn insert_replacing(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {
+        let tag = tag();
         let entry = self.entry(value);
         let mut seen = entry.state.load(Ordering::Relaxed);
         let mut counted = false;
@@ -254,7 +334,10 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
                 Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    entry.tag_linked(linked(seen), tag);
+                    return tag;
+                }
                 Err(now) => seen = now,
             }
         }

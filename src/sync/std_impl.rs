@@ -11,6 +11,114 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// A block of words shared between immutable snapshots and written only while unshared:
+/// `Arc<[u64]>`, whose words sit right after the reference counts (one pointer to follow, not
+/// two as with an `Arc` of a boxed slice).
+#[derive(Clone)]
+pub(crate) struct SharedWords(Arc<[u64]>);
+
+impl SharedWords {
+    /// Shares `words` (moved into one allocation with the counts).
+    pub(crate) fn new(words: Box<[u64]>) -> Self {
+        Self(Arc::from(words))
+    }
+
+    /// The words, writable, if no other `SharedWords` refers to them (`Arc::get_mut`: Acquire,
+    /// so every other holder's reads happen before the caller's writes).
+    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
+        Arc::get_mut(&mut self.0)
+    }
+}
+
+impl core::ops::Deref for SharedWords {
+    type Target = [u64];
+
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+/// A mutex that is only ever *tried*: [`try_lock`](Self::try_lock) never blocks, so code that
+/// uses nothing else stays lock-free (a caller that fails to take it goes on with its work).
+///
+/// A newtype over [`std::sync::Mutex`]: `try_lock` is one compare-and-swap that Acquires on
+/// success, and unlocking Releases (`library/std/src/sys/sync/mutex/futex.rs`). A poisoned mutex
+/// (a holder panicked) is taken as it is: the data it guards must stay valid at every step.
+/// [`is_held`](Self::is_held) is a hint read with a plain load, so that callers can skip a
+/// `try_lock` that would fail: a failed compare-and-swap still takes the cache line from the
+/// holder.
+pub(crate) struct TryMutex<T> {
+    mutex: std::sync::Mutex<T>,
+    held: AtomicBool,
+}
+
+/// The guard of a [`TryMutex`]: clears the hint when dropped, before the mutex is released.
+pub(crate) struct TryGuard<'a, T> {
+    // Declared first: dropped after `drop` below has cleared the hint.
+    guard: std::sync::MutexGuard<'a, T>,
+    held: &'a AtomicBool,
+}
+
+impl<T> TryMutex<T> {
+    /// A mutex holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        Self {
+            mutex: std::sync::Mutex::new(value),
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// The data, if no other thread holds the mutex; `None` at once if one does.
+    pub(crate) fn try_lock(&self) -> Option<TryGuard<'_, T>> {
+        let guard = match self.mutex.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.held.store(true, Ordering::Relaxed);
+        Some(TryGuard {
+            guard,
+            held: &self.held,
+        })
+    }
+
+    /// Whether some thread seems to hold the mutex: a `Relaxed` hint, possibly stale either
+    /// way. Only ever a shortcut past a `try_lock` that would probably fail.
+    #[inline]
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+impl<T> core::ops::Deref for TryGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> core::ops::DerefMut for TryGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for TryGuard<'_, T> {
+    fn drop(&mut self) {
+        self.held.store(false, Ordering::Relaxed);
+    }
+}
+
+impl<T> fmt::Debug for TryMutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TryMutex")
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
 /// An atomically replaceable `Arc<T>`: readers never block and always see one whole value.
 ///
 /// A newtype over [`arc_swap::ArcSwap`] that exposes only what the crate uses, so that the loom
@@ -61,42 +169,51 @@ impl<T: fmt::Debug> fmt::Debug for ArcCell<T> {
     }
 }
 
-/// A concurrent ordered set: lock-free insert, remove and lookup; weakly consistent iteration.
+/// A concurrent ordered set whose entries carry a `u64` tag: lock-free insert, remove and
+/// lookup; weakly consistent iteration.
 ///
-/// A newtype over [`crossbeam_skiplist::SkipSet`] that exposes only what the crate uses, each
-/// with the guarantee the skip list really gives (crossbeam-skiplist 0.1.3, `src/base.rs`), not
-/// a stronger one:
+/// A newtype over [`crossbeam_skiplist::SkipMap<T, u64>`] that exposes only what the crate
+/// uses, each with the guarantee the skip list really gives (crossbeam-skiplist 0.1.3,
+/// `src/base.rs`), not a stronger one:
 ///
-/// - [`insert`](Self::insert) is `SkipSet::get_or_insert`, **not** `SkipSet::insert`: the latter
-///   *replaces* an existing entry by marking its node removed and then linking a new one
+/// - [`insert`](Self::insert) is `SkipMap::get_or_insert_with`, **not** `SkipMap::insert`: the
+///   latter *replaces* an existing entry by marking its node removed and then linking a new one
 ///   (`SkipList::insert_internal` with `replace = true`), and between the two steps the value
-///   is in neither node. A concurrent `contains` sees it absent. `get_or_insert` leaves an
-///   existing entry in place.
+///   is in neither node. A concurrent `contains` sees it absent. `get_or_insert_with` leaves an
+///   existing entry in place. Its tag closure runs once the first search found no entry, before
+///   the node is allocated: it may run and the node still not be linked, when another thread
+///   links one for the same value first (`insert_internal` then returns that one). So the
+///   closure running does not mean "this call linked"; the returned tag tells whose node it is.
 /// - [`remove`](Self::remove) returns nothing: `SkipList::remove` returns `Some` to every caller
 ///   that found the node, even one whose `mark_tower` lost to another remover.
 /// - `len` is a `Relaxed` counter incremented before a node is linked and decremented after it
 ///   is marked: approximate while other threads write.
 /// - Lookups read the links with `load_consume` (Acquire, or Relaxed plus a dependency on weak
-///   hardware); removal marks the node with a `SeqCst` `fetch_or`. A caller that must order
-///   other memory after a lookup that missed (the semi-concurrent filter does) issues an
-///   Acquire fence.
-pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipSet<T>);
+///   hardware); a node is linked with a `SeqCst` compare-and-swap and removal marks it with a
+///   `SeqCst` `fetch_or`. A caller that must order other memory after a lookup (hit or miss)
+///   issues an Acquire fence.
+pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipMap<T, u64>);
 
 impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// An empty set.
     pub(crate) fn new() -> Self {
-        Self(crossbeam_skiplist::SkipSet::new())
+        Self(crossbeam_skiplist::SkipMap::new())
     }
 
     /// Adds `value` if it is absent; an entry already present stays in place, so a concurrent
     /// [`contains`](Self::contains) never sees the value disappear because of an insert.
-    pub(crate) fn insert(&self, value: T) {
-        self.0.get_or_insert(value);
+    ///
+    /// `tag` runs at most once, only when the first search found no entry, and tags the node
+    /// this call then tries to link. Returns the tag of the entry the set holds for `value`
+    /// after the call: the one `tag` made if this call linked its node, another thread's if
+    /// that thread's node was there first (or won the race to link).
+    pub(crate) fn insert(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {
+        *self.0.get_or_insert_with(value, tag).value()
     }
 
     /// Whether `value` is in the set.
     pub(crate) fn contains(&self, value: &T) -> bool {
-        self.0.contains(value)
+        self.0.contains_key(value)
     }
 
     /// Removes `value` if present.
@@ -120,7 +237,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         self.0
             .iter()
             .take(limit)
-            .map(|entry| entry.value().clone())
+            .map(|entry| entry.key().clone())
             .collect()
     }
 }

@@ -40,7 +40,7 @@ fn pending_set_insert_remove_first() {
     let set = PendingSet::new();
     assert!(set.is_empty());
     for v in [5u64, 1, 3, 3] {
-        set.insert(v);
+        set.insert(v, || 0);
     }
     assert_eq!(set.len(), 3);
     assert!(set.contains(&3));
@@ -60,7 +60,7 @@ fn pending_set_concurrent_inserts_are_all_kept() {
             let set = &set;
             s.spawn(move || {
                 for i in 0..10_000 {
-                    set.insert(i * 2 + t);
+                    set.insert(i * 2 + t, || 0);
                 }
             });
         }
@@ -74,12 +74,12 @@ fn pending_set_concurrent_inserts_are_all_kept() {
 #[test]
 fn pending_set_insert_of_a_present_value_never_hides_it() {
     let set = PendingSet::new();
-    set.insert(7u64);
+    set.insert(7u64, || 0);
     let done = std::sync::atomic::AtomicBool::new(false);
     let misses = std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..200_000 {
-                set.insert(7);
+                set.insert(7, || 0);
             }
             done.store(true, std::sync::atomic::Ordering::Release);
         });
@@ -94,4 +94,22 @@ fn pending_set_insert_of_a_present_value_never_hides_it() {
     });
     assert_eq!(misses, 0, "a re-insert hid a present value {misses} times");
     assert_eq!(set.len(), 1);
+}
+
+/// `insert` returns the tag of the node the set holds: the caller's own when it linked one.
+#[test]
+fn pending_set_insert_returns_the_tag_of_the_entry_it_finds() {
+    let set = PendingSet::new();
+    assert_eq!(set.insert(1u64, || 10), 10);
+    let mut ran = false;
+    assert_eq!(
+        set.insert(1u64, || {
+            ran = true;
+            20
+        }),
+        10
+    );
+    assert!(!ran, "the tag closure runs only when no entry is found");
+    set.remove(&1);
+    assert_eq!(set.insert(1u64, || 30), 30);
 }

@@ -24,7 +24,7 @@
 //!   inserts of one item must have exactly one winner; [`Layout::Line`] when memory matters more.
 //! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
 //!   (to query a fixed state; there is no serialization API yet) while writers go on; inserts
-//!   cost much more.
+//!   cost much more, and it keeps two copies of its bits.
 //! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
 //!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new

@@ -62,7 +62,7 @@ pub(crate) fn advise_huge_pages(_start: usize, _len: usize) -> bool {
 
 /// The kilobytes of `AnonHugePages` of the mapping holding `address`, from
 /// `/proc/self/smaps`; `None` when that cannot be read.
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, not(seen_loom), target_os = "linux"))]
 pub(crate) fn huge_kib_at(address: usize) -> Option<u64> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let mut inside = false;
@@ -84,7 +84,7 @@ pub(crate) fn huge_kib_at(address: usize) -> Option<u64> {
 
 /// Whether transparent huge pages may be used when advised: `enabled` is `[always]` or
 /// `[madvise]`.
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, not(seen_loom), target_os = "linux"))]
 pub(crate) fn huge_pages_enabled() -> bool {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"))

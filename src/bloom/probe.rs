@@ -228,7 +228,7 @@ fn line_bits_loop(h2: u64, k: u32, mut f: impl FnMut(usize, u32)) {
 }
 
 /// The line layout's 8 masks, one per word: the bits of [`line_bits`].
-#[cfg(test)]
+#[cfg(all(test, not(seen_loom)))]
 fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
     let mut masks = [0u64; LINE_WORDS];
     line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);

@@ -361,3 +361,43 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
         }
     }
 }
+
+/// An iterator of `items` whose `size_hint` claims far more than it yields (allowed: a
+/// `size_hint` may be wrong, and only memory safety may rely on it).
+struct LyingSizeHint<I>(I, usize);
+
+impl<I: Iterator> Iterator for LyingSizeHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, None)
+    }
+}
+
+/// A batch whose iterator claims a lower bound it does not reach is still inserted item by
+/// item: the bound only sizes the reservation of the result vector, and must not panic
+/// (`usize::MAX`: capacity overflow) or abort the process (2^40: an allocation that fails).
+#[test]
+fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
+    for (capacity, layout) in [(1_000, Layout::Word), (6_000_000, Layout::Line)] {
+        let f = filter(capacity, 0.01, layout);
+        for lie in [usize::MAX, 1 << 40] {
+            let items = keys(lie as u64 & 0xff, 20);
+            let mut new = Vec::new();
+            assert_eq!(
+                f.insert_many(LyingSizeHint(items.iter(), lie), &mut new),
+                20
+            );
+            assert_eq!(new, [true; 20]);
+            let mut hits = Vec::new();
+            let hashes = items.iter().map(|k| f.hasher().hash_item(k));
+            assert_eq!(
+                f.contains_many_hashes(LyingSizeHint(hashes, lie), &mut hits),
+                20
+            );
+            assert_eq!(hits, [true; 20]);
+        }
+    }
+}

@@ -756,3 +756,51 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once() {
     let both = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
     assert!(both < 20, "{both} keys new to both threads");
 }
+
+/// An iterator whose `size_hint` claims far more than it yields (allowed by the contract).
+struct LyingSizeHint<I>(I, usize);
+
+impl<I: Iterator> Iterator for LyingSizeHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, None)
+    }
+}
+
+/// A lower bound the iterator does not reach only sizes the result vector's reservation: no
+/// panic (`usize::MAX`), no abort (2^40), and the items are inserted as one by one.
+#[test]
+fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
+    for lie in [usize::MAX, 1 << 40] {
+        let items = keys(lie as u64 & 0xff, 20);
+        for buckets in [1_000, 2 << 20] {
+            let map = OverwriteMap::with_buckets(buckets).unwrap();
+            let mut new = Vec::new();
+            assert_eq!(
+                map.insert_many(LyingSizeHint(items.iter(), lie), &mut new),
+                20
+            );
+            let mut hits = Vec::new();
+            let hashes = items.iter().map(|k| map.hasher().hash_item(k));
+            assert_eq!(
+                map.contains_many_hashes(LyingSizeHint(hashes, lie), &mut hits),
+                20
+            );
+        }
+        let map = ExactOverwriteMap::with_buckets(1_000).unwrap();
+        let bytes: Vec<[u8; 8]> = items.iter().map(|k| k.to_le_bytes()).collect();
+        let mut new = Vec::new();
+        assert_eq!(
+            map.insert_many(LyingSizeHint(bytes.iter(), lie), &mut new),
+            20
+        );
+        let mut hits = Vec::new();
+        assert_eq!(
+            map.contains_many(LyingSizeHint(bytes.iter(), lie), &mut hits),
+            20
+        );
+    }
+}

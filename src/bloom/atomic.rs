@@ -5,7 +5,7 @@ use core::hash::Hash;
 
 use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
-use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
@@ -297,7 +297,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     {
         let mut count = 0;
         let hashes = hashes.into_iter();
-        new.reserve(hashes.size_hint().0);
+        reserve_results(new, hashes.size_hint());
         self.insert_each(hashes, |n| {
             count += usize::from(n);
             new.push(n);
@@ -338,7 +338,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     {
         let mut count = 0;
         let hashes = hashes.into_iter();
-        hits.reserve(hashes.size_hint().0);
+        reserve_results(hits, hashes.size_hint());
         self.contains_each(hashes, |hit| {
             count += usize::from(hit);
             hits.push(hit);

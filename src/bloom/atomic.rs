@@ -597,6 +597,18 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         self.bits.clear();
     }
 
+    /// The line layout's draws of `item`, (word, bit) in draw order, for the loom models that
+    /// need items whose bits overlap in a given way.
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn line_draws<T: Hash + ?Sized>(&self, item: &T) -> Vec<(usize, u32)> {
+        let hash = self.hasher.hash_item(item);
+        let mut draws = Vec::new();
+        line_bits(hash.h2, self.sizing.hashes, |word, bit| {
+            draws.push((word, bit))
+        });
+        draws
+    }
+
     /// A deliberately broken insert for the loom models: a load and a separate store where one
     /// read-modify-write is needed. Loom must catch two threads both told "new".
     #[cfg(all(test, seen_loom))]

@@ -21,10 +21,12 @@ use crate::{DedupFilter, Error, Layout};
 ///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
 /// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
 ///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one
-///   does (barring a rare clash with another item's concurrent insert, which looks like a false
-///   positive: [the concurrency notes](crate::docs::concurrency#why-relaxed-is-enough)).
-/// - `insert` is lock-free (at most one atomic read-modify-write per touched word, no retry loop:
-///   in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
+///   does, barring a rare clash: a concurrent insert of *another* item that sets exactly the
+///   bit the inserters of a new item race for makes all of them (even a lone one) return
+///   `false`, an extra false positive that only concurrency causes
+///   ([the concurrency notes](crate::docs::concurrency#why-relaxed-is-enough)).
+/// - `insert` is lock-free (word layout: at most one atomic read-modify-write; line layout: at
+///   most one per missing bit, `k` at most; no retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
 ///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples

@@ -14,6 +14,16 @@ pub(crate) const GROUP: usize = 16;
 /// The same size as [`crate::os::HUGE_PAGE_MIN_BYTES`], and for the same reason.
 pub(crate) const GROUP_MIN_BYTES: u64 = crate::os::HUGE_PAGE_MIN_BYTES as u64;
 
+/// Reserves room in `out` for the results of an iterator with this `size_hint`, as a hint only:
+/// a `size_hint` may be wrong (the iterator contract lets only memory safety rely on it), and a
+/// lower bound far past what the iterator yields must neither panic (`usize::MAX`: capacity
+/// overflow) nor abort the process (a failed allocation). If the reservation fails, the pushes
+/// grow the vector as they go.
+#[inline]
+pub(crate) fn reserve_results(out: &mut Vec<bool>, size_hint: (usize, Option<usize>)) {
+    let _ = out.try_reserve(size_hint.0);
+}
+
 /// Runs `f` on the hashes in groups of [`GROUP`] (the last may be shorter, never empty).
 #[inline]
 pub(crate) fn for_each_group(

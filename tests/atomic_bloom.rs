@@ -315,7 +315,8 @@ fn batch_operations_agree_with_one_by_one() {
         got.clear();
         assert_eq!(many.contains_many_hashes(hashes, &mut got), items.len());
         if capacity > 1_000_000 {
-            assert!(one.memory_bytes() >= 32 << 20, "{}", one.memory_bytes());
+            // The grouped path's threshold (`batch::GROUP_MIN_BYTES`).
+            assert!(one.memory_bytes() >= 8 << 20, "{}", one.memory_bytes());
         }
     }
 }
@@ -358,6 +359,205 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
         );
         if layout == Layout::Word {
             assert_eq!(both, 0, "word layout must be exactly-once in batches too");
+        }
+    }
+}
+
+/// An iterator of `items` whose `size_hint` claims far more than it yields (allowed: a
+/// `size_hint` may be wrong, and only memory safety may rely on it).
+struct LyingSizeHint<I>(I, usize);
+
+impl<I: Iterator> Iterator for LyingSizeHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, None)
+    }
+}
+
+/// A batch whose iterator claims a lower bound it does not reach is still inserted item by
+/// item: the bound only sizes the reservation of the result vector, and must not panic
+/// (`usize::MAX`: capacity overflow) or abort the process (2^40: an allocation that fails).
+#[test]
+fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
+    for (capacity, layout) in [(1_000, Layout::Word), (6_000_000, Layout::Line)] {
+        let f = filter(capacity, 0.01, layout);
+        for lie in [usize::MAX, 1 << 40] {
+            let items = keys(lie as u64 & 0xff, 20);
+            let mut new = Vec::new();
+            assert_eq!(
+                f.insert_many(LyingSizeHint(items.iter(), lie), &mut new),
+                20
+            );
+            assert_eq!(new, [true; 20]);
+            let mut hits = Vec::new();
+            let hashes = items.iter().map(|k| f.hasher().hash_item(k));
+            assert_eq!(
+                f.contains_many_hashes(LyingSizeHint(hashes, lie), &mut hits),
+                20
+            );
+            assert_eq!(hits, [true; 20]);
+        }
+    }
+}
+
+/// Batches of 0, 1, 15, 16, 17, 31, 32 and 33 items (around the group of 16), with an item
+/// repeated within a group, across a group boundary (positions 15 and 16) and at both ends,
+/// against one-by-one calls, on both layouts, below and at or above the grouped path's 8 MiB;
+/// the line layout also at 1e-12 (k past the unrolled copies and past one remix).
+#[test]
+fn batches_of_every_length_around_a_group_agree_with_one_by_one() {
+    let mut configs = vec![
+        (10_000, 0.01, Layout::Word),
+        (10_000, 0.01, Layout::Line),
+        (10_000_000, 0.01, Layout::Word),
+        (10_000_000, 0.01, Layout::Line),
+        (10_000, 1e-12, Layout::Line),
+        (1_200_000, 1e-12, Layout::Line),
+    ];
+    // Either side of the threshold, as close as the sizing's steps allow.
+    for layout in LAYOUTS {
+        let bytes = |c: u64| blocked(c, 0.01, layout).unwrap().bytes();
+        let (mut lo, mut hi) = (1u64, 100_000_000u64); // bytes(lo) < 8 MiB <= bytes(hi)
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if bytes(mid) < 8 << 20 {
+                lo = mid
+            } else {
+                hi = mid
+            }
+        }
+        assert!(bytes(lo) < 8 << 20 && bytes(hi) >= 8 << 20);
+        configs.push((lo, 0.01, layout));
+        configs.push((hi, 0.01, layout));
+    }
+    for (capacity, fpr, layout) in configs {
+        let (one, many) = (filter(capacity, fpr, layout), filter(capacity, fpr, layout));
+        let mut seed = 100;
+        for len in [0usize, 1, 15, 16, 17, 31, 32, 33] {
+            seed += 1;
+            let mut items = keys(seed, len);
+            if len >= 17 {
+                items[16] = items[15]; // across the group boundary
+                items[3] = items[1]; // within a group
+            }
+            if len >= 2 {
+                items[len - 1] = items[0]; // first and last
+            }
+            let expected: Vec<bool> = items.iter().map(|k| one.insert(k)).collect();
+            let mut got = vec![false];
+            let n = many.insert_many(&items, &mut got);
+            let what = format!("{layout:?} {capacity} {fpr} len {len}");
+            assert_eq!(got[1..], expected[..], "{what}");
+            assert_eq!(n, expected.iter().filter(|&&b| b).count(), "{what}");
+            // Repeats are never new twice; the rest is new unless a false positive.
+            let distinct: std::collections::HashSet<_> = items.iter().collect();
+            assert!(n <= distinct.len(), "{what}");
+            got.clear();
+            assert_eq!(many.contains_many(&items, &mut got), len, "{what}");
+            assert!(items.iter().all(|k| many.contains(k)), "{what}");
+            got.clear();
+            assert_eq!(many.insert_many(&items, &mut got), 0, "{what}");
+            assert_eq!(got, vec![false; len], "{what}");
+        }
+        assert_eq!(many.estimated_len(), one.estimated_len());
+    }
+}
+
+/// One thread inserts keys through `insert_many` (groups of 37, on the grouped path) and
+/// publishes how far it got with a `Release` store; another reads that with `Acquire` and
+/// checks every published key with `contains` and `contains_many`: none is missing.
+#[test]
+fn keys_from_insert_many_are_never_missing_for_a_reader_on_another_thread() {
+    let all = keys(11, 400_000);
+    for layout in LAYOUTS {
+        let f = filter(10_000_000, 0.01, layout);
+        assert!(f.memory_bytes() >= 8 << 20);
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let missing = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut new = Vec::new();
+                for (i, chunk) in all.chunks(37).enumerate() {
+                    new.clear();
+                    f.insert_many(chunk, &mut new);
+                    done.store(
+                        (i * 37 + chunk.len()).min(all.len()),
+                        std::sync::atomic::Ordering::Release,
+                    );
+                }
+            });
+            let reader = s.spawn(|| {
+                let (mut checked, mut missing, mut hits) = (0, 0, Vec::new());
+                while checked < all.len() {
+                    let upto = done.load(std::sync::atomic::Ordering::Acquire);
+                    let fresh = &all[checked..upto];
+                    missing += fresh.iter().filter(|k| !f.contains(k)).count();
+                    hits.clear();
+                    missing += fresh.len() - f.contains_many(fresh, &mut hits);
+                    checked = upto;
+                }
+                missing
+            });
+            reader.join().unwrap()
+        });
+        assert_eq!(missing, 0, "{layout:?}");
+    }
+}
+
+/// Two threads insert the same keys in the same order, one with single `insert` calls, the
+/// other with `insert_many` in groups of 17 (crossing the 16-item groups); each checks every
+/// key with `contains` right after its own insert. No key is missing right after; with the
+/// word layout no key is new to both threads; with either, a key is new to neither only by a
+/// false positive (at p = 1e-5 with the filter a twentieth full: expected well below 1).
+#[test]
+fn same_keys_from_single_calls_and_batches_on_two_threads() {
+    let all = keys(12, 300_000);
+    for layout in LAYOUTS {
+        let f = filter(6_000_000, 1e-5, layout);
+        assert!(f.memory_bytes() >= 8 << 20);
+        let (single, batched) = std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                let (mut new, mut missing) = (Vec::new(), 0);
+                for k in &all {
+                    new.push(f.insert(k));
+                    missing += usize::from(!f.contains(k));
+                }
+                (new, missing)
+            });
+            let b = s.spawn(|| {
+                let (mut new, mut out, mut missing) = (Vec::new(), Vec::new(), 0);
+                for chunk in all.chunks(17) {
+                    out.clear();
+                    f.insert_many(chunk, &mut out);
+                    new.extend_from_slice(&out);
+                    missing += chunk.iter().filter(|k| !f.contains(k)).count();
+                }
+                (new, missing)
+            });
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert_eq!((single.1, batched.1), (0, 0), "{layout:?}: false negatives");
+        let both = single
+            .0
+            .iter()
+            .zip(&batched.0)
+            .filter(|(x, y)| **x && **y)
+            .count();
+        let neither = single
+            .0
+            .iter()
+            .zip(&batched.0)
+            .filter(|(x, y)| !**x && !**y)
+            .count();
+        eprintln!("{layout:?}: both new {both}, neither {neither}");
+        assert!(
+            neither <= 5,
+            "{layout:?}: {neither} keys new to neither thread"
+        );
+        if layout == Layout::Word {
+            assert_eq!(both, 0, "{layout:?}: keys new to both threads");
         }
     }
 }

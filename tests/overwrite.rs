@@ -756,3 +756,170 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once() {
     let both = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
     assert!(both < 20, "{both} keys new to both threads");
 }
+
+/// An iterator whose `size_hint` claims far more than it yields (allowed by the contract).
+struct LyingSizeHint<I>(I, usize);
+
+impl<I: Iterator> Iterator for LyingSizeHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, None)
+    }
+}
+
+/// A lower bound the iterator does not reach only sizes the result vector's reservation: no
+/// panic (`usize::MAX`), no abort (2^40), and the items are inserted as one by one.
+#[test]
+fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
+    for lie in [usize::MAX, 1 << 40] {
+        let items = keys(lie as u64 & 0xff, 20);
+        for buckets in [1_000, 2 << 20] {
+            let map = OverwriteMap::with_buckets(buckets).unwrap();
+            let mut new = Vec::new();
+            assert_eq!(
+                map.insert_many(LyingSizeHint(items.iter(), lie), &mut new),
+                20
+            );
+            let mut hits = Vec::new();
+            let hashes = items.iter().map(|k| map.hasher().hash_item(k));
+            assert_eq!(
+                map.contains_many_hashes(LyingSizeHint(hashes, lie), &mut hits),
+                20
+            );
+        }
+        let map = ExactOverwriteMap::with_buckets(1_000).unwrap();
+        let bytes: Vec<[u8; 8]> = items.iter().map(|k| k.to_le_bytes()).collect();
+        let mut new = Vec::new();
+        assert_eq!(
+            map.insert_many(LyingSizeHint(bytes.iter(), lie), &mut new),
+            20
+        );
+        let mut hits = Vec::new();
+        assert_eq!(
+            map.contains_many(LyingSizeHint(bytes.iter(), lie), &mut hits),
+            20
+        );
+    }
+}
+
+/// Batches of 0, 1, 15, 16, 17 and 33 items, with repeats within a group, across the group
+/// boundary (15 and 16) and at both ends, against one-by-one calls: the fingerprint map below
+/// and at its 8 MiB (grouped) threshold, and the exact map with keys of different lengths
+/// (empty, one byte, prefixes of each other, 100 bytes).
+#[test]
+fn batches_of_every_length_around_a_group_agree_with_one_by_one() {
+    for buckets in [64, 1 << 20, (1 << 20) - 1, 4 << 20] {
+        let (one, many) = (
+            OverwriteMap::with_buckets(buckets).unwrap(),
+            OverwriteMap::with_buckets(buckets).unwrap(),
+        );
+        let grouped = many.memory_bytes() >= 8 << 20;
+        assert_eq!(grouped, buckets >= 1 << 20, "{buckets}");
+        for (seed, len) in [0usize, 1, 15, 16, 17, 33].into_iter().enumerate() {
+            let mut items = keys(200 + seed as u64, len);
+            if len >= 17 {
+                items[16] = items[15];
+                items[3] = items[1];
+            }
+            if len >= 2 {
+                items[len - 1] = items[0];
+            }
+            let expected: Vec<bool> = items.iter().map(|k| one.insert(k)).collect();
+            let mut got = Vec::new();
+            many.insert_many(&items, &mut got);
+            assert_eq!(got, expected, "{buckets} buckets, len {len}");
+            let expected: Vec<bool> = items.iter().map(|k| one.contains(k)).collect();
+            got.clear();
+            many.contains_many(&items, &mut got);
+            assert_eq!(got, expected, "{buckets} buckets, len {len}");
+        }
+    }
+
+    let long = [7u8; 100];
+    let keys: Vec<&[u8]> = vec![
+        b"",
+        b"a",
+        b"ab",
+        b"abc",
+        &long,
+        b"a",
+        b"",
+        &long[..99],
+        b"ab",
+        b"abc",
+        b"b",
+        b"",
+        b"abcd",
+        b"abc",
+        b"x",
+        b"y",
+        b"a", // 17: "a" again at 16, right after the first group
+        &long,
+        b"",
+        b"ab",
+    ];
+    for buckets in [3, 1_000] {
+        let (one, many) = (
+            ExactOverwriteMap::with_buckets(buckets).unwrap(),
+            ExactOverwriteMap::with_buckets(buckets).unwrap(),
+        );
+        for len in [0, 1, 15, 16, 17, keys.len()] {
+            let expected: Vec<bool> = keys[..len].iter().map(|k| one.insert(k)).collect();
+            let mut got = Vec::new();
+            many.insert_many(keys[..len].iter().copied(), &mut got);
+            assert_eq!(got, expected, "exact, {buckets} buckets, len {len}");
+            let expected: Vec<bool> = keys[..len].iter().map(|k| one.contains(k)).collect();
+            got.clear();
+            many.contains_many(keys[..len].iter().copied(), &mut got);
+            assert_eq!(got, expected, "exact, {buckets} buckets, len {len}");
+        }
+    }
+}
+
+/// Two threads insert the same keys in the same order, one with single `insert` calls, the
+/// other with `insert_many` in chunks of 100 (meeting at a barrier before each chunk, as in
+/// `same_keys_from_two_threads_in_batches_are_exactly_once`), each checking `contains` right
+/// after: on the grouped path, a key is new to at most one thread, and none is missing right
+/// after its insert (up to the few keys a key of the same chunk overwrote, ~6 per 1M).
+#[test]
+fn same_keys_from_single_calls_and_batches_are_exactly_once() {
+    let all = keys(13, 400_000);
+    let map = OverwriteMap::with_buckets(16 * 1_000_000).unwrap();
+    let step = std::sync::Barrier::new(2);
+    let (single, batched) = std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let (mut new, mut missing) = (Vec::new(), 0);
+            for chunk in all.chunks(100) {
+                step.wait();
+                for k in chunk {
+                    new.push(map.insert(k));
+                    missing += usize::from(!map.contains(k));
+                }
+            }
+            (new, missing)
+        });
+        let b = s.spawn(|| {
+            let (mut new, mut out, mut missing) = (Vec::new(), Vec::new(), 0);
+            for chunk in all.chunks(100) {
+                step.wait();
+                out.clear();
+                map.insert_many(chunk, &mut out);
+                new.extend_from_slice(&out);
+                missing += chunk.iter().filter(|k| !map.contains(k)).count();
+            }
+            (new, missing)
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(single.1 + batched.1 < 10, "{} + {}", single.1, batched.1);
+    let both = single
+        .0
+        .iter()
+        .zip(&batched.0)
+        .filter(|(x, y)| **x && **y)
+        .count();
+    assert!(both < 10, "{both} keys new to both threads");
+}

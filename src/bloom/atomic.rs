@@ -5,7 +5,7 @@ use core::hash::Hash;
 
 use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
-use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
 use crate::bits::AtomicBits;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
@@ -21,10 +21,12 @@ use crate::{DedupFilter, Error, Layout};
 ///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
 /// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
 ///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one
-///   does (barring a rare clash with another item's concurrent insert, which looks like a false
-///   positive: [the concurrency notes](crate::docs::concurrency#why-relaxed-is-enough)).
-/// - `insert` is lock-free (at most one atomic read-modify-write per touched word, no retry loop:
-///   in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
+///   does, barring a rare clash: a concurrent insert of *another* item that sets exactly the
+///   bit the inserters of a new item race for makes all of them (even a lone one) return
+///   `false`, an extra false positive that only concurrency causes
+///   ([the concurrency notes](crate::docs::concurrency#why-relaxed-is-enough)).
+/// - `insert` is lock-free (word layout: at most one atomic read-modify-write; line layout: at
+///   most one per missing bit, `k` at most; no retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
 ///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples
@@ -297,7 +299,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     {
         let mut count = 0;
         let hashes = hashes.into_iter();
-        new.reserve(hashes.size_hint().0);
+        reserve_results(new, hashes.size_hint());
         self.insert_each(hashes, |n| {
             count += usize::from(n);
             new.push(n);
@@ -338,7 +340,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     {
         let mut count = 0;
         let hashes = hashes.into_iter();
-        hits.reserve(hashes.size_hint().0);
+        reserve_results(hits, hashes.size_hint());
         self.contains_each(hashes, |hit| {
             count += usize::from(hit);
             hits.push(hit);
@@ -595,6 +597,18 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// ```
     pub fn clear(&mut self) {
         self.bits.clear();
+    }
+
+    /// The line layout's draws of `item`, (word, bit) in draw order, for the loom models that
+    /// need items whose bits overlap in a given way.
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn line_draws<T: Hash + ?Sized>(&self, item: &T) -> Vec<(usize, u32)> {
+        let hash = self.hasher.hash_item(item);
+        let mut draws = Vec::new();
+        line_bits(hash.h2, self.sizing.hashes, |word, bit| {
+            draws.push((word, bit))
+        });
+        draws
     }
 
     /// A deliberately broken insert for the loom models: a load and a separate store where one

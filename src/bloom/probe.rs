@@ -228,7 +228,7 @@ fn line_bits_loop(h2: u64, k: u32, mut f: impl FnMut(usize, u32)) {
 }
 
 /// The line layout's 8 masks, one per word: the bits of [`line_bits`].
-#[cfg(test)]
+#[cfg(all(test, not(seen_loom)))]
 fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {
     let mut masks = [0u64; LINE_WORDS];
     line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
@@ -281,6 +281,69 @@ mod tests {
                 assert_eq!(unrolled, looped, "k = {k}");
             }
         }
+    }
+
+    /// The positions before issue 10's unrolling, copied verbatim from commit 9839c78: a filter
+    /// saved by that version must find its bits in this one. Every `k` the sizing can choose
+    /// (up to `max_hashes`: 32 for the word layout, 64 for the line layout) and beyond.
+    #[test]
+    fn positions_equal_those_of_the_pre_unrolling_code() {
+        fn word_mask_9839c78(h2: u64, k: u32) -> u64 {
+            let (mut state, mut left, mut mask) = (h2, k, 0u64);
+            loop {
+                let mut x = state;
+                for _ in 0..left.min(10) {
+                    mask |= 1u64 << (x & 63);
+                    x >>= 6;
+                }
+                left = left.saturating_sub(10);
+                if left == 0 {
+                    return mask;
+                }
+                state = remix(state);
+            }
+        }
+        fn line_masks_9839c78(h2: u64, k: u32) -> [u64; LINE_WORDS] {
+            let (mut state, mut left) = (h2, k);
+            let mut masks = [0u64; LINE_WORDS];
+            loop {
+                let mut x = state;
+                for _ in 0..left.min(7) {
+                    let pos = (x & 511) as usize;
+                    masks[pos >> 6] |= 1u64 << (pos & 63);
+                    x >>= 9;
+                }
+                left = left.saturating_sub(7);
+                if left == 0 {
+                    return masks;
+                }
+                state = remix(state);
+            }
+        }
+        for h in (0..3000u64).map(remix).chain([0, u64::MAX]) {
+            for k in 1..=70 {
+                assert_eq!(word_mask(h, k), word_mask_9839c78(h, k), "word, k = {k}");
+                assert_eq!(line_masks(h, k), line_masks_9839c78(h, k), "line, k = {k}");
+                // Through the probe as the filters use it.
+                let probe = Probe::Line { line: 0, h2: h, k };
+                let mut words = [0u64; LINE_WORDS];
+                probe.set_in(&mut words);
+                assert_eq!(words, line_masks_9839c78(h, k), "line probe, k = {k}");
+                assert!(probe.is_set_in(&line_masks_9839c78(h, k)));
+            }
+        }
+    }
+
+    /// The largest `k` each layout's sizing reaches, at its smallest accepted rate: the word
+    /// layout stays within its unrolled copies (16); the line layout goes past its unrolled
+    /// copies (12) and past one remix (7 draws), so the filters run the loop, which the tests
+    /// above cover up to 70.
+    #[test]
+    fn the_largest_k_the_sizing_chooses_is_covered() {
+        let word = blocked(1_000_000, 6.4e-6, Layout::Word).unwrap().hashes;
+        let line = blocked(1_000_000, 4.7e-15, Layout::Line).unwrap().hashes;
+        assert!((1..=16).contains(&word), "word k = {word}");
+        assert!((13..=64).contains(&line), "line k = {line}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::{ExactClaim, MapBuilder, MapSize, checked_buckets, slot_of};
-use crate::batch::GROUP;
+use crate::batch::{GROUP, reserve_results};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
@@ -367,7 +367,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         I: IntoIterator<Item = &'a K>,
     {
         let mut keys = keys.into_iter();
-        out.reserve(keys.size_hint().0);
+        reserve_results(out, keys.size_hint());
         let mut count = 0;
         let mut group: [&[u8]; GROUP] = [&[]; GROUP];
         loop {

@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
-use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
@@ -391,7 +391,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
         I: IntoIterator<Item = Hash128>,
     {
         let hashes = hashes.into_iter();
-        new.reserve(hashes.size_hint().0);
+        reserve_results(new, hashes.size_hint());
         let mut count = 0;
         if self.memory_bytes() < GROUP_MIN_BYTES {
             for hash in hashes {
@@ -445,7 +445,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
         I: IntoIterator<Item = Hash128>,
     {
         let hashes = hashes.into_iter();
-        hits.reserve(hashes.size_hint().0);
+        reserve_results(hits, hashes.size_hint());
         let mut count = 0;
         if self.memory_bytes() < GROUP_MIN_BYTES {
             for hash in hashes {

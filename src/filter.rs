@@ -56,11 +56,7 @@
 /// - When several threads `insert` the same new item at once, at least one of them gets `true`;
 ///   where an implementation makes insert a single atomic read-modify-write, exactly one does:
 ///   [`AtomicBloomFilter`](crate::AtomicBloomFilter) with [`Layout::Word`](crate::Layout::Word),
-///   and both overwrite maps. One exception:
-///   [`AtomicBloomFilter`](crate::AtomicBloomFilter) with [`Layout::Line`](crate::Layout::Line),
-///   where a concurrent insert of another item can, rarely, set the one bit the inserters race
-///   for, and all of them (even a lone one) get `false`, as for a false positive
-///   ([the argument](crate::docs::concurrency#why-relaxed-is-enough)).
+///   and both overwrite maps.
 ///
 /// The orderings behind each of these, and the loom models that check them, are in
 /// [the concurrency notes](crate::docs::concurrency).

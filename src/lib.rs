@@ -53,9 +53,6 @@
 //! - Among threads racing to insert the same new item, at least one is told it is new; with
 //!   [`Layout::Word`] and in both overwrite maps, exactly one is (in a map, unless another
 //!   item overwrites the slot between them: the map then forgot the first, as it may any time).
-//!   With [`Layout::Line`], a concurrent insert of another item can, rarely, set the one bit
-//!   they race for; all are then told "seen", as for a false positive
-//!   ([the argument](docs::concurrency#why-relaxed-is-enough)).
 //! - An overwrite map never reports "seen" for an item that was not inserted (up to 2^-64 per
 //!   lookup in [`OverwriteMap`], never in [`ExactOverwriteMap`]), and `forget` erases an item
 //!   only if its slot still holds it, never the item that overwrote it.

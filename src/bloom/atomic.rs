@@ -6,7 +6,7 @@ use core::hash::Hash;
 use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
 use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
-use crate::bits::AtomicBits;
+use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::Relaxed;
@@ -21,12 +21,9 @@ use crate::{DedupFilter, Error, Layout};
 ///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
 /// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
 ///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one
-///   does, barring a rare clash: a concurrent insert of *another* item that sets exactly the
-///   bit the inserters of a new item race for makes all of them (even a lone one) return
-///   `false`, an extra false positive that only concurrency causes
-///   ([the concurrency notes](crate::docs::concurrency#why-relaxed-is-enough)).
-/// - `insert` is lock-free (word layout: at most one atomic read-modify-write; line layout: at
-///   most one per missing bit, `k` at most; no retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
+///   does.
+/// - `insert` is lock-free (at most one atomic read-modify-write per word that lacks bits; no
+///   retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
 ///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples
@@ -161,35 +158,27 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     #[inline]
     fn insert_line(&self, line: usize, h2: u64, k: u32) -> bool {
         let line = &self.bits.line(line).0;
-        // Test every bit first (loads only: an item seen before writes nothing), noting
-        // which draws miss; then set those, one `fetch_or` per missing draw. The first of them
-        // decides "new": racing inserts of one item that saw the same bits missing all aim at
-        // the same first bit, and exactly one of them flips it. (Deciding by "any bit flipped"
-        // let two inserts in step each flip some bit: 1.5-8% of keys new to both threads in
-        // the same-key test, against 0.01% this way; the price is in the concurrency notes.)
-        // A one-bit `fetch_or` whose result is tested compiles to `lock bts`, one whose result
-        // is unused to `lock or`: no `cmpxchg` loop.
-        let (mut missing, mut i) = (0u64, 0u32);
-        line_bits(h2, k, |word, bit| {
-            missing |= (!line[word].load(Relaxed) >> bit & 1) << (i & 63);
-            i += 1;
-        });
-        if missing == 0 {
+        // Test every bit in place first (loads only: an item seen before writes nothing, and
+        // no masks are built for it). Only an item with a bit missing builds its 8 masks and
+        // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
+        // that was unset, so an item whose bits no one else sets is always new, whatever
+        // other items do concurrently (at least once, with no exception). Deciding by the
+        // first missing bit alone (tried: fewer keys new to two threads in step) lets another
+        // item's concurrent write to that one bit make a lone insert of a new item return
+        // `false`, which no sequential order explains; loom found it.
+        let mut all = 1;
+        line_bits(h2, k, |word, bit| all &= line[word].load(Relaxed) >> bit);
+        if all & 1 == 1 {
             return false;
         }
-        let first = missing.trailing_zeros();
-        let (mut new, mut i) = (false, 0u32);
-        line_bits(h2, k, |word, bit| {
-            if missing >> (i & 63) & 1 == 1 {
-                let mask = 1 << bit;
-                if i == first {
-                    new = line[word].fetch_or(mask, Relaxed) & mask == 0;
-                } else {
-                    line[word].fetch_or(mask, Relaxed);
-                }
+        let mut masks = [0u64; LINE_WORDS];
+        line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
+        let mut new = false;
+        for (word, &mask) in line.iter().zip(&masks) {
+            if mask != 0 && word.load(Relaxed) & mask != mask {
+                new |= word.fetch_or(mask, Relaxed) & mask != mask;
             }
-            i += 1;
-        });
+        }
         new
     }
 

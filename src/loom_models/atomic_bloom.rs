@@ -167,12 +167,10 @@ fn find_item(
         .expect("an item of that shape among 100,000")
 }
 
-/// Same-item inserts only, with an item whose first draw is drawn again later (the claimed bit
-/// is then also written by the claimer's own later `fetch_or`): still at least one "new", on 2
-/// and 3 threads. The argument in docs/concurrency.md ("the only writes to `j`'s bit by
-/// inserters of `x` are claims") has to survive repeated positions; this checks it does.
+/// Same-item inserts only, with an item whose first draw is drawn again later (two draws on one
+/// bit): still at least one "new", on 2 and 3 threads.
 #[test]
-fn line_layout_at_least_one_new_when_the_claimed_bit_is_drawn_twice() {
+fn line_layout_at_least_one_new_when_a_bit_is_drawn_twice() {
     for threads in [2, 3] {
         loom::model(move || {
             let f = tiny(Layout::Line);
@@ -190,18 +188,14 @@ fn line_layout_at_least_one_new_when_the_claimed_bit_is_drawn_twice() {
     }
 }
 
-/// The documented exception of the line layout's claim rule, shown rather than argued: `x` is
-/// inserted on one thread while `y`, whose bits hold `x`'s first draw but not its others, is
-/// inserted on another. In every sequential order `x` is new (`y` never covers it), and with
-/// the rule before issue 10 ("new" iff any `fetch_or` flipped a bit) the single inserter of `x`
-/// always returned `true`. With the claim rule, `y` setting the claimed bit between `x`'s loads
-/// and its claim makes `insert(x)` return `false` although `x`'s other bits were never set
-/// before it: a wrong "seen" that no linearization explains, the exception
-/// docs/concurrency.md states (rare: it needs another item's write to that one bit in that
-/// window). If this test stops panicking, the exception is gone: update the docs.
+/// A lone insert of a new item is told "new" whatever another item's concurrent insert writes:
+/// `x` is inserted on one thread while `y`, whose bits hold `x`'s first draw but not its others,
+/// is inserted on another. In every sequential order `x` is new. With a rule that let the
+/// first missing bit alone decide (tried in issue 10), `y` setting that bit between `x`'s loads
+/// and its write made `insert(x)` return `false`: this model caught it, and is kept so that no
+/// later rule brings it back.
 #[test]
-#[should_panic(expected = "x was new")]
-fn line_layout_claim_lost_to_another_items_bit_reports_a_new_item_seen() {
+fn line_layout_lone_insert_of_a_new_item_is_new_whatever_another_item_writes() {
     loom::model(|| {
         let f = tiny(Layout::Line);
         let x = "x".to_string();
@@ -219,7 +213,7 @@ fn line_layout_claim_lost_to_another_items_bit_reports_a_new_item_seen() {
         other.join().unwrap();
         assert!(
             new,
-            "x was new, yet its only inserter was told seen ({y} took its claim)"
+            "x was new, yet its only inserter was told seen ({y} wrote one of its bits)"
         );
     });
 }

@@ -24,6 +24,21 @@ pub(crate) fn reserve_results(out: &mut Vec<bool>, size_hint: (usize, Option<usi
     let _ = out.try_reserve(size_hint.0);
 }
 
+/// The frame of every public batch method: reserves room for `hashes`' results (a hint, see
+/// [`reserve_results`]), lets `run` append one result per hash to `out`, and returns how many
+/// of the appended results are `true`.
+#[inline]
+pub(crate) fn append_results<I: Iterator<Item = Hash128>>(
+    out: &mut Vec<bool>,
+    hashes: I,
+    run: impl FnOnce(I, &mut Vec<bool>),
+) -> usize {
+    reserve_results(out, hashes.size_hint());
+    let start = out.len();
+    run(hashes, out);
+    out[start..].iter().filter(|&&result| result).count()
+}
+
 /// Runs `f` on the hashes in groups of [`GROUP`] (the last may be shorter, never empty).
 #[inline]
 pub(crate) fn for_each_group(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{keys, same_key_race};
+use common::{LyingSizeHint, keys, same_key_race};
 
 use proptest::prelude::*;
 use seen::hash::ItemHasher;
@@ -360,20 +360,6 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
         if layout == Layout::Word {
             assert_eq!(both, 0, "word layout must be exactly-once in batches too");
         }
-    }
-}
-
-/// An iterator of `items` whose `size_hint` claims far more than it yields (allowed: a
-/// `size_hint` may be wrong, and only memory safety may rely on it).
-struct LyingSizeHint<I>(I, usize);
-
-impl<I: Iterator> Iterator for LyingSizeHint<I> {
-    type Item = I::Item;
-    fn next(&mut self) -> Option<I::Item> {
-        self.0.next()
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.1, None)
     }
 }
 

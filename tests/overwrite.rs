@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{keys, same_key_race};
+use common::{LyingSizeHint, keys, same_key_race};
 
 use std::hash::RandomState;
 
@@ -755,19 +755,6 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once() {
     assert!(missing_a + missing_b < 20, "{missing_a} + {missing_b}");
     let both = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
     assert!(both < 20, "{both} keys new to both threads");
-}
-
-/// An iterator whose `size_hint` claims far more than it yields (allowed by the contract).
-struct LyingSizeHint<I>(I, usize);
-
-impl<I: Iterator> Iterator for LyingSizeHint<I> {
-    type Item = I::Item;
-    fn next(&mut self) -> Option<I::Item> {
-        self.0.next()
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.1, None)
-    }
 }
 
 /// A lower bound the iterator does not reach only sizes the result vector's reservation: no

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{keys, same_key_race};
+use common::{LyingSizeHint, keys, same_key_race};
 use seen::{DedupFilter, Error, Layout, SemiConcurrentBloomFilter};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -438,4 +438,24 @@ fn batch_operations_agree_with_one_by_one_and_lose_nothing_under_races() {
         (a.join().unwrap(), b.join().unwrap())
     });
     assert_eq!((a, b), (0, 0), "false negatives right after a batch insert");
+}
+
+/// A batch whose iterator claims a lower bound it does not reach is inserted item by item: the
+/// bound must not panic (`usize::MAX`) or abort (2^40) the reservation of the results.
+#[test]
+fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
+    let f = SemiConcurrentBloomFilter::with_capacity(1_000, 0.01).unwrap();
+    for lie in [usize::MAX, 1 << 40] {
+        let items: Vec<u64> = (0..20).map(|i| i + lie as u64 % 1000 * 100).collect();
+        let mut new = Vec::new();
+        assert_eq!(
+            f.insert_many(LyingSizeHint(items.iter(), lie), &mut new),
+            20
+        );
+        let mut hits = Vec::new();
+        assert_eq!(
+            f.contains_many(LyingSizeHint(items.iter(), lie), &mut hits),
+            20
+        );
+    }
 }

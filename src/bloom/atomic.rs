@@ -5,7 +5,7 @@ use core::hash::Hash;
 
 use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
-use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
@@ -286,14 +286,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     where
         I: IntoIterator<Item = Hash128>,
     {
-        let mut count = 0;
-        let hashes = hashes.into_iter();
-        reserve_results(new, hashes.size_hint());
-        self.insert_each(hashes, |n| {
-            count += usize::from(n);
-            new.push(n);
-        });
-        count
+        append_results(new, hashes.into_iter(), |hashes, out| {
+            self.insert_each(hashes, |n| out.push(n));
+        })
     }
 
     /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
@@ -327,14 +322,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     where
         I: IntoIterator<Item = Hash128>,
     {
-        let mut count = 0;
-        let hashes = hashes.into_iter();
-        reserve_results(hits, hashes.size_hint());
-        self.contains_each(hashes, |hit| {
-            count += usize::from(hit);
-            hits.push(hit);
-        });
-        count
+        append_results(hits, hashes.into_iter(), |hashes, out| {
+            self.contains_each(hashes, |hit| out.push(hit));
+        })
     }
 
     /// The batched insert: groups of [`GROUP`] hashes, each group's blocks read before any is

@@ -594,22 +594,16 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
     }
 }
 
-/// Runs `op` on each hash, taken a group of [`crate::batch::GROUP`] at a time, appending the
-/// results to `out`; returns how many were `true`.
+/// Runs `op` on each hash, taken a group of [`crate::batch::GROUP`] at a time (the hashing runs
+/// a group ahead), appending the results to `out`; returns how many were `true`.
 fn each_in_groups(
     hashes: impl IntoIterator<Item = Hash128>,
     out: &mut Vec<bool>,
     mut op: impl FnMut(Hash128) -> bool,
 ) -> usize {
-    let hashes = hashes.into_iter();
-    out.reserve(hashes.size_hint().0);
-    let mut count = 0;
-    crate::batch::for_each_group(hashes, |group| {
-        for &hash in group {
-            let result = op(hash);
-            count += usize::from(result);
-            out.push(result);
-        }
-    });
-    count
+    crate::batch::append_results(out, hashes.into_iter(), |hashes, out| {
+        crate::batch::for_each_group(hashes, |group| {
+            out.extend(group.iter().map(|&hash| op(hash)));
+        });
+    })
 }

@@ -4,7 +4,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
-use crate::batch::{GROUP, GROUP_MIN_BYTES, for_each_group, reserve_results};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
@@ -390,28 +390,18 @@ impl<H: ItemHasher> OverwriteMap<H> {
     where
         I: IntoIterator<Item = Hash128>,
     {
-        let hashes = hashes.into_iter();
-        reserve_results(new, hashes.size_hint());
-        let mut count = 0;
-        if self.memory_bytes() < GROUP_MIN_BYTES {
-            for hash in hashes {
-                let n = self.insert_hash(hash);
-                count += usize::from(n);
-                new.push(n);
+        append_results(new, hashes.into_iter(), |hashes, out| {
+            if self.memory_bytes() < GROUP_MIN_BYTES {
+                // A loop, not `extend`: `extend` would reserve by the iterator's hint.
+                return hashes.for_each(|hash| out.push(self.insert_hash(hash)));
             }
-            return count;
-        }
-        for_each_group(hashes, |group| {
-            self.touch(group);
-            // The writes re-read each slot (now in cache): a slot read before an earlier item
-            // of the group overwrote it would be stale, unlike a Bloom filter's bits.
-            for &hash in group {
-                let n = self.insert_hash(hash);
-                count += usize::from(n);
-                new.push(n);
-            }
-        });
-        count
+            for_each_group(hashes, |group| {
+                self.touch(group);
+                // The writes re-read each slot (now in cache): a slot read before an earlier
+                // item of the group overwrote it would be stale, unlike a Bloom filter's bits.
+                out.extend(group.iter().map(|&hash| self.insert_hash(hash)));
+            });
+        })
     }
 
     /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
@@ -444,29 +434,20 @@ impl<H: ItemHasher> OverwriteMap<H> {
     where
         I: IntoIterator<Item = Hash128>,
     {
-        let hashes = hashes.into_iter();
-        reserve_results(hits, hashes.size_hint());
-        let mut count = 0;
-        if self.memory_bytes() < GROUP_MIN_BYTES {
-            for hash in hashes {
-                let hit = self.contains_hash(hash);
-                count += usize::from(hit);
-                hits.push(hit);
+        append_results(hits, hashes.into_iter(), |hashes, out| {
+            if self.memory_bytes() < GROUP_MIN_BYTES {
+                // A loop, not `extend`: `extend` would reserve by the iterator's hint.
+                return hashes.for_each(|hash| out.push(self.contains_hash(hash)));
             }
-            return count;
-        }
-        for_each_group(hashes, |group| {
-            let mut held = [0u64; GROUP];
-            for (held, &hash) in held.iter_mut().zip(group) {
-                *held = self.locate(hash).0.load(Relaxed);
-            }
-            for (&held, &hash) in held.iter().zip(group) {
-                let hit = held == self.locate(hash).1;
-                count += usize::from(hit);
-                hits.push(hit);
-            }
-        });
-        count
+            for_each_group(hashes, |group| {
+                let mut held = [0u64; GROUP];
+                for (held, &hash) in held.iter_mut().zip(group) {
+                    *held = self.locate(hash).0.load(Relaxed);
+                }
+                let answers = held.iter().zip(group);
+                out.extend(answers.map(|(&held, &hash)| held == self.locate(hash).1));
+            });
+        })
     }
 
     /// Loads every slot of `group`, back to back, so that their cache misses overlap.

@@ -70,3 +70,17 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     }
     race
 }
+
+/// An iterator that claims a lower bound it does not reach (the batch operations must treat
+/// `size_hint` as a hint).
+pub(crate) struct LyingSizeHint<I>(pub(crate) I, pub(crate) usize);
+
+impl<I: Iterator> Iterator for LyingSizeHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, None)
+    }
+}

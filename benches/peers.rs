@@ -683,7 +683,10 @@ fn measure_memory_if_child() {
     };
     let (name, n) = what.split_once(',').expect("name,items");
     let n: u64 = n.parse().expect("items");
-    let entry = ENTRIES.iter().find(|e| e.name == name).expect("a structure");
+    let entry = ENTRIES
+        .iter()
+        .find(|e| e.name == name)
+        .expect("a structure");
     let before = resident();
     let mut s = (entry.make)(n);
     if entry.kind == Kind::Dynamic {

@@ -15,7 +15,19 @@ impl Line {
     fn new() -> Self {
         Self(core::array::from_fn(|_| AtomicU64::new(0)))
     }
+
+    /// The line whose words are these 64 bytes, little-endian.
+    fn from_le_bytes(bytes: &[u8; 64]) -> Self {
+        Self(core::array::from_fn(|i| {
+            let word: [u8; 8] = bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes");
+            AtomicU64::new(u64::from_le_bytes(word))
+        }))
+    }
 }
+
+/// What a read from a stream of unknown length allocates at first: 64 KiB. Then the allocation
+/// doubles as the values arrive, so it never exceeds twice what the stream delivered.
+const FIRST_READ_BYTES: usize = 64 << 10;
 
 /// `len` values made by `make`, or [`Error::AllocationFailed`] instead of an abort when the
 /// allocator cannot provide them. A table of [`HUGE_PAGE_MIN_BYTES`] or more is advised onto
@@ -32,6 +44,42 @@ pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<
         crate::os::advise_huge_pages(v.spare_capacity_mut().as_ptr() as usize, bytes);
     }
     v.extend(core::iter::repeat_with(make).take(len));
+    Ok(v.into_boxed_slice())
+}
+
+/// `len` values, each made by `make` from `N` bytes that `next` reads. When `length_checked`
+/// (the input is known to hold them all), the whole table is allocated at once (and advised
+/// onto huge pages); otherwise the allocation grows as the values arrive, so an input whose
+/// header promises more than it holds fails with `next`'s error having cost at most twice what
+/// it delivered.
+pub(crate) fn read_boxed_slice<T, const N: usize>(
+    len: usize,
+    length_checked: bool,
+    mut next: impl FnMut(&mut [u8; N]) -> Result<(), Error>,
+    make: impl Fn(&[u8; N]) -> T,
+) -> Result<Box<[T]>, Error> {
+    let first = (FIRST_READ_BYTES / N).max(1);
+    let mut v: Vec<T> = Vec::new();
+    let mut bytes = [0u8; N];
+    while v.len() < len {
+        if v.len() == v.capacity() {
+            let want = if length_checked {
+                len
+            } else {
+                (v.capacity() * 2).max(first).min(len)
+            };
+            v.try_reserve_exact(want - v.len())
+                .map_err(|_| Error::AllocationFailed {
+                    bytes: (want as u64).saturating_mul(core::mem::size_of::<T>() as u64),
+                })?;
+            let spare = (v.capacity() - v.len()) * core::mem::size_of::<T>();
+            if spare >= HUGE_PAGE_MIN_BYTES {
+                crate::os::advise_huge_pages(v.spare_capacity_mut().as_ptr() as usize, spare);
+            }
+        }
+        next(&mut bytes)?;
+        v.push(make(&bytes));
+    }
     Ok(v.into_boxed_slice())
 }
 
@@ -88,6 +136,40 @@ impl AtomicBits {
     /// The number of set bits (word by word, see [`iter_words`](Self::iter_words)).
     pub(crate) fn count_ones(&self) -> u64 {
         self.iter_words().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// Hands every word to `out`, little-endian, a few thousand at a time: one Relaxed load per
+    /// word, in order (not a snapshot as a whole: see the savers' docs for what that keeps).
+    pub(crate) fn write_words(
+        &self,
+        mut out: impl FnMut(&[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        const BATCH: usize = 8 << 10;
+        let mut buf = Vec::with_capacity(BATCH);
+        for line in self.lines.iter() {
+            for word in &line.0 {
+                buf.extend_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+            }
+            if buf.len() >= BATCH {
+                out(&buf)?;
+                buf.clear();
+            }
+        }
+        if !buf.is_empty() {
+            out(&buf)?;
+        }
+        Ok(())
+    }
+
+    /// `lines` lines read through `next`, 64 bytes at a time ([`read_boxed_slice`]).
+    pub(crate) fn read_lines(
+        lines: usize,
+        length_checked: bool,
+        next: impl FnMut(&mut [u8; 64]) -> Result<(), Error>,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            lines: read_boxed_slice(lines, length_checked, next, Line::from_le_bytes)?,
+        })
     }
 
     /// Clears every bit. Takes `&mut self`: no insert can race with it.

@@ -12,6 +12,7 @@
 //!   loom models check.
 //! - [`benchmarks`]: the measurements against the peer crates, the machine, and the commands
 //!   that reproduce them.
+//! - [`format`](mod@format): the file format of saved structures, byte by byte, and its stability promise.
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {}
@@ -24,3 +25,6 @@ pub mod concurrency {}
 
 #[doc = include_str!("../docs/benchmarks.md")]
 pub mod benchmarks {}
+
+#[doc = include_str!("../docs/format.md")]
+pub mod format {}

@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::Layout;
+use crate::hash::HasherIdentity;
 
 /// Why a constructor or a sizing function refused its input.
 ///
@@ -41,6 +42,43 @@ pub enum Error {
         /// A layout that accepts `fpr`, if one does.
         use_layout: Option<Layout>,
     },
+    /// Reading or writing a file or stream failed (the operating system's reason; for
+    /// [`save`](crate::AtomicBloomFilter::save) and [`load`](crate::AtomicBloomFilter::load),
+    /// the message names the path).
+    Io {
+        /// The kind of the underlying [`std::io::Error`].
+        kind: std::io::ErrorKind,
+        /// What failed, and why.
+        message: String,
+    },
+    /// The input is not a well-formed file of this crate: what is wrong with it. Nothing was
+    /// built from it.
+    Corrupt(Corruption),
+    /// The file was written by a newer version of the format than this crate reads.
+    UnsupportedVersion {
+        /// The file's format version.
+        found: u32,
+        /// The newest version this crate reads.
+        supported: u32,
+    },
+    /// The file holds another kind of structure (a map loaded as a Bloom filter, say).
+    WrongStructure {
+        /// What the caller asked to load.
+        expected: &'static str,
+        /// What the file holds.
+        found: &'static str,
+    },
+    /// The hasher given to a load is not the one the file's items were placed with, or one of
+    /// them does not name itself ([`ItemHasher::identity`](crate::hash::ItemHasher::identity)),
+    /// so the crate cannot check. A wrong hasher would answer "never seen" for every item
+    /// inserted before the save. If you know the hasher is the right one, load with
+    /// `read_from_trusting_hasher`.
+    HasherMismatch {
+        /// The hasher named in the file (`None`: the writer's hasher did not name itself).
+        file: Option<HasherIdentity>,
+        /// The hasher given (`None`: it does not name itself).
+        given: Option<HasherIdentity>,
+    },
     /// The requested structure is larger than a `u64` can count or this machine can address.
     TooLarge {
         /// What was being computed (`"bits"`, `"buckets"`, `"insertions"`).
@@ -50,6 +88,63 @@ pub enum Error {
         /// The largest value allowed.
         limit: u64,
     },
+}
+
+impl Error {
+    /// An [`Error::Io`] from a [`std::io::Error`].
+    pub(crate) fn io(e: &std::io::Error) -> Self {
+        Self::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+
+    /// An [`Error::Io`] naming the path it happened at.
+    pub(crate) fn io_at(path: &std::path::Path, what: &str, e: &std::io::Error) -> Self {
+        Self::Io {
+            kind: e.kind(),
+            message: format!("{what} {}: {e}", path.display()),
+        }
+    }
+}
+
+/// What is wrong with a file that is not a well-formed file of this crate
+/// ([`Error::Corrupt`]). Every check is made before the structure is built, and no allocation
+/// is larger than what the input has delivered so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// The first bytes are not this crate's magic number: not a file of this crate (or one
+    /// damaged by a text-mode transfer).
+    NotASeenFile,
+    /// The header's checksum does not match its bytes.
+    HeaderChecksum,
+    /// A header field is impossible or disagrees with another (which one).
+    Header(&'static str),
+    /// A chunk of the payload does not match its checksum (its index, from 0).
+    ChunkChecksum {
+        /// The chunk's index.
+        chunk: u64,
+    },
+    /// The input ends before the file does.
+    Truncated,
+    /// Bytes follow the end of the file (a file loaded from a path must be exactly one file).
+    TrailingBytes,
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotASeenFile => f.write_str("not a file of the seen crate (wrong magic number)"),
+            Self::HeaderChecksum => f.write_str("the header fails its checksum"),
+            Self::Header(what) => write!(f, "impossible header field: {what}"),
+            Self::ChunkChecksum { chunk } => {
+                write!(f, "payload chunk {chunk} fails its checksum")
+            }
+            Self::Truncated => f.write_str("the file is truncated"),
+            Self::TrailingBytes => f.write_str("bytes follow the end of the file"),
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -85,6 +180,32 @@ impl fmt::Display for Error {
                     None => f.write_str("; no layout of this crate reaches it"),
                 }
             }
+            Self::Io { message, .. } => f.write_str(message),
+            Self::Corrupt(why) => write!(f, "corrupt file: {why}"),
+            Self::UnsupportedVersion { found, supported } => write!(
+                f,
+                "file format version {found} is newer than this crate reads (up to {supported}): \
+                 upgrade the crate"
+            ),
+            Self::WrongStructure { expected, found } => {
+                write!(f, "expected {expected}, the file holds {found}")
+            }
+            Self::HasherMismatch { file, given } => match (file, given) {
+                (Some(file), Some(given)) => write!(
+                    f,
+                    "the file's items were placed by hasher {file}, not by the given {given}"
+                ),
+                (None, _) => f.write_str(
+                    "the file was written with a hasher that does not name itself: load it \
+                     with read_from_trusting_hasher and the same hasher",
+                ),
+                (Some(file), None) => write!(
+                    f,
+                    "the file's items were placed by hasher {file}; the given hasher does not \
+                     name itself, so it cannot be checked: load with read_from_trusting_hasher \
+                     if it is that hasher"
+                ),
+            },
             Self::TooLarge {
                 what,
                 requested,

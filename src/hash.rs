@@ -82,7 +82,73 @@ pub trait ItemHasher {
     /// The hash of exactly `bytes` (no length prefix): the path to use for data whose hash must
     /// not depend on any `Hash` impl. Differs from `hash_item(bytes)`.
     fn hash_bytes(&self, bytes: &[u8]) -> Hash128;
+
+    /// This hash function's name and seed, written into saved files and checked when they are
+    /// loaded: a filter loaded with another hash function would answer "never seen" for every
+    /// item inserted before the save. `None` (the default, and what every
+    /// [`std::hash::BuildHasher`] returns) means the hasher cannot vouch for itself; a file
+    /// written with it is loaded only by `read_from_trusting_hasher`.
+    ///
+    /// Implement it for a hasher of your own only if its output is stable across runs,
+    /// processes and platforms, and change the name whenever the output changes.
+    ///
+    /// ```
+    /// use seen::hash::{ItemHasher, StableHasher};
+    /// let id = StableHasher::with_seed(7).identity().unwrap();
+    /// assert_eq!((id.name(), id.seed()), ("seen/xxh3-128", 7));
+    /// assert_eq!(std::hash::RandomState::new().identity(), None);
+    /// ```
+    fn identity(&self) -> Option<HasherIdentity> {
+        None
+    }
 }
+
+/// A hash function's name and seed ([`ItemHasher::identity`]), as saved files record it.
+///
+/// The name is at most 1,024 bytes of UTF-8; the crate's own is `"seen/xxh3-128"`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HasherIdentity {
+    name: std::borrow::Cow<'static, str>,
+    seed: u64,
+}
+
+impl HasherIdentity {
+    /// An identity. Names longer than 1,024 bytes are cut at a character boundary at or below
+    /// that length (then two names that differ only past it are taken for one: keep names short).
+    pub fn new(name: impl Into<std::borrow::Cow<'static, str>>, seed: u64) -> Self {
+        let mut name = name.into();
+        if name.len() > MAX_NAME {
+            let end = (0..=MAX_NAME)
+                .rev()
+                .find(|&i| name.is_char_boundary(i))
+                .unwrap_or(0);
+            name = std::borrow::Cow::Owned(name[..end].to_owned());
+        }
+        Self { name, seed }
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl core::fmt::Display for HasherIdentity {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?} with seed {}", self.name, self.seed)
+    }
+}
+
+/// The longest name a [`HasherIdentity`] keeps.
+pub(crate) const MAX_NAME: usize = 1024;
+
+/// [`StableHasher`]'s name in [`HasherIdentity`]: part of the file format.
+pub(crate) const STABLE_NAME: &str = "seen/xxh3-128";
 
 /// The default hasher: xxh3-128 over a platform-independent encoding, stable across runs,
 /// processes and platforms (see the [module docs](self) for exactly what is stable).
@@ -129,6 +195,10 @@ impl ItemHasher for StableHasher {
     #[inline]
     fn hash_bytes(&self, bytes: &[u8]) -> Hash128 {
         Hash128::from_u128(xxh3_128_with_seed(bytes, self.seed))
+    }
+
+    fn identity(&self) -> Option<HasherIdentity> {
+        Some(HasherIdentity::new(STABLE_NAME, self.seed))
     }
 }
 

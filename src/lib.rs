@@ -108,11 +108,12 @@ pub mod hash;
 mod layout;
 mod os;
 mod overwrite;
+mod persist;
 pub mod sizing;
 mod sync;
 
 pub use bloom::{AtomicBloomFilter, CompactionStats, FrozenBloomFilter, SemiConcurrentBloomFilter};
-pub use error::Error;
+pub use error::{Corruption, Error};
 pub use filter::DedupFilter;
 pub use layout::Layout;
 pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, OverwriteMap};

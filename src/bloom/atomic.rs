@@ -41,9 +41,9 @@ use crate::{DedupFilter, Error, Layout};
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct AtomicBloomFilter<H = StableHasher> {
-    bits: AtomicBits,
-    sizing: BlockedSizing,
-    hasher: H,
+    pub(super) bits: AtomicBits,
+    pub(super) sizing: BlockedSizing,
+    pub(super) hasher: H,
 }
 
 impl AtomicBloomFilter {

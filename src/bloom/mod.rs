@@ -7,6 +7,7 @@
 
 mod atomic;
 pub(crate) mod config;
+mod file;
 mod frozen;
 mod probe;
 mod semi;

@@ -12,7 +12,7 @@ const LAYOUTS: [Layout; 2] = [Layout::Word, Layout::Line];
 /// operation touches at most 3 words: every Relaxed load of a word another thread wrote is a
 /// branch of the model, and 8 of them per operation would not finish. (The items used here
 /// spread their 3 bits over at least 2 words, which `line_layout_is_not_exactly_once` proves.)
-fn tiny(layout: Layout) -> Arc<AtomicBloomFilter> {
+pub(super) fn tiny(layout: Layout) -> Arc<AtomicBloomFilter> {
     let filter = AtomicBloomFilter::builder(4)
         .fpr(0.1)
         .layout(layout)

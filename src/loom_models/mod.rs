@@ -16,4 +16,5 @@
 mod atomic_bloom;
 mod facade;
 mod overwrite;
+mod persist;
 mod semi_concurrent;

@@ -45,9 +45,9 @@ pub(super) type Entry = Option<Box<[u8]>>;
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct ExactOverwriteMap<H = StableHasher> {
-    slots: Box<[ArcCell<Entry>]>,
-    empty: Arc<Entry>,
-    hasher: H,
+    pub(super) slots: Box<[ArcCell<Entry>]>,
+    pub(super) empty: Arc<Entry>,
+    pub(super) hasher: H,
 }
 
 impl ExactOverwriteMap {

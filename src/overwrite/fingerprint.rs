@@ -76,8 +76,8 @@ use crate::{DedupFilter, Error};
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct OverwriteMap<H = StableHasher> {
-    slots: Box<[AtomicU64]>,
-    hasher: H,
+    pub(super) slots: Box<[AtomicU64]>,
+    pub(super) hasher: H,
 }
 
 impl OverwriteMap {

@@ -18,6 +18,7 @@ use crate::Error;
 mod builder;
 mod claim;
 mod exact;
+mod file;
 mod fingerprint;
 
 pub use builder::{MapBuilder, MapSize};

@@ -1,0 +1,339 @@
+//! Saving and loading: the [file format](format) and the file handling every structure shares
+//! (crash-safe saves, length-checked loads). The structures' own `write_to` / `read_from` /
+//! `save` / `load` methods are thin wrappers over these.
+
+pub(crate) mod format;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+use crate::error::Corruption;
+use crate::hash::{HasherIdentity, ItemHasher, STABLE_NAME, StableHasher};
+use format::{ChunkReader, ChunkWriter, Header, Kind};
+
+/// Writes a file: `header`, then the payload that `payload` writes, in checksummed chunks.
+pub(crate) fn write_file<W: Write>(
+    mut out: W,
+    header: &Header,
+    payload: impl FnOnce(&mut ChunkWriter<W>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    out.write_all(&header.encode()).map_err(|e| Error::io(&e))?;
+    let mut chunks = ChunkWriter::new(out, header.chunk_bytes);
+    payload(&mut chunks)?;
+    let (written, _) = chunks.finish()?;
+    debug_assert_eq!(
+        written, header.payload_bytes,
+        "the header announced another length"
+    );
+    Ok(())
+}
+
+/// Reads a file of `kind`: the header (checked against `file_len`, the input's length when
+/// known, before anything else is allocated), then the hasher that `hasher` picks from the
+/// file's identity, then `payload` reads the structure (its bool: whether the input's length
+/// was checked, so that it may allocate the whole structure at once); then checks that the
+/// payload was consumed exactly.
+pub(crate) fn read_file<R: Read, H, T>(
+    mut input: R,
+    file_len: Option<u64>,
+    kind: Kind,
+    hasher: impl FnOnce(&Option<HasherIdentity>) -> Result<H, Error>,
+    payload: impl FnOnce(&Header, bool, &mut ChunkReader<R>, H) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let header = Header::read(&mut input)?;
+    if header.kind != kind {
+        return Err(Error::WrongStructure {
+            expected: Kind::name(kind as u8),
+            found: Kind::name(header.kind as u8),
+        });
+    }
+    // The header passed its checksum, so it is what was written: a file of another length was
+    // cut short or had bytes added (or was made to pass the checksum, and is refused all the
+    // same).
+    if let Some(len) = file_len {
+        match header.file_len() {
+            Some(expected) if expected == len => {}
+            Some(expected) if expected < len => {
+                return Err(Error::Corrupt(Corruption::TrailingBytes));
+            }
+            _ => return Err(Error::Corrupt(Corruption::Truncated)),
+        }
+    }
+    let hasher = hasher(&header.hasher)?;
+    let mut chunks = ChunkReader::new(input, &header);
+    let value = payload(&header, file_len.is_some(), &mut chunks, hasher)?;
+    chunks.finish()?;
+    Ok(value)
+}
+
+/// The default hasher with the file's seed, if the file names it.
+pub(crate) fn stable_hasher(file: &Option<HasherIdentity>) -> Result<StableHasher, Error> {
+    match file {
+        Some(id) if id.name() == STABLE_NAME => Ok(StableHasher::with_seed(id.seed())),
+        other => Err(Error::HasherMismatch {
+            file: other.clone(),
+            given: StableHasher::new().identity(),
+        }),
+    }
+}
+
+/// Whether a load checks the file's hasher against the given one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HasherCheck {
+    /// Both must name themselves, with the same identity.
+    Verify,
+    /// The caller vouches for the hasher.
+    Trust,
+}
+
+impl HasherCheck {
+    /// `given`, if it may read items placed by the file's hasher `file`.
+    pub(crate) fn pick<H: ItemHasher>(
+        self,
+        file: &Option<HasherIdentity>,
+        given: H,
+    ) -> Result<H, Error> {
+        if self == Self::Trust {
+            return Ok(given);
+        }
+        match (file, given.identity()) {
+            (Some(a), Some(b)) if *a == b => Ok(given),
+            (_, identity) => Err(Error::HasherMismatch {
+                file: file.clone(),
+                given: identity,
+            }),
+        }
+    }
+}
+
+/// Writes a file at `path` so that a crash at any moment leaves either the old file or the
+/// whole new one, never a mix: the bytes go to a new temporary file in the same directory,
+/// which is flushed to disk (`fsync`) and renamed over `path`; then the directory is flushed
+/// so that the rename itself survives a power loss (on Unix; elsewhere the platform's rename).
+/// On error the temporary file is removed and `path` is untouched.
+pub(crate) fn save_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<&File>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::Io {
+            kind: std::io::ErrorKind::InvalidInput,
+            message: format!("save to {}: not a file name", path.display()),
+        })?
+        .to_string_lossy()
+        .into_owned();
+    // A name no other save is using: the first free one (savers racing for a name retry).
+    let (temp, file) = (0u32..)
+        .map(|n| {
+            let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+            let file = OpenOptions::new().write(true).create_new(true).open(&temp);
+            (temp, file)
+        })
+        .find(|(_, file)| !matches!(file, Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists))
+        .expect("an unbounded range");
+    let file = file.map_err(|e| Error::io_at(&temp, "create", &e))?;
+    let written = (|| {
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        write(&mut out).map_err(|e| match e {
+            Error::Io { kind, message } => Error::Io {
+                kind,
+                message: format!("write {}: {message}", temp.display()),
+            },
+            other => other,
+        })?;
+        out.flush().map_err(|e| Error::io_at(&temp, "write", &e))?;
+        drop(out);
+        file.sync_all()
+            .map_err(|e| Error::io_at(&temp, "flush to disk", &e))?;
+        fs::rename(&temp, path).map_err(|e| Error::io_at(path, "rename onto", &e))
+    })();
+    if let Err(e) = written {
+        drop(file);
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
+    sync_dir(&dir)
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io_at(dir, "flush directory", &e))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> Result<(), Error> {
+    Ok(())
+}
+
+/// Opens `path` and hands `read` a buffered reader and the file's length; then checks that
+/// `read` consumed the whole file.
+pub(crate) fn load_file<T>(
+    path: &Path,
+    read: impl FnOnce(&mut BufReader<File>, u64) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let file = File::open(path).map_err(|e| Error::io_at(path, "open", &e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io_at(path, "read the length of", &e))?
+        .len();
+    let mut input = BufReader::with_capacity(1 << 16, file);
+    let value = read(&mut input, len).map_err(|e| match e {
+        Error::Io { kind, message } => Error::Io {
+            kind,
+            message: format!("read {}: {message}", path.display()),
+        },
+        other => other,
+    })?;
+    let mut probe = [0u8; 1];
+    match input.read(&mut probe) {
+        Ok(0) => Ok(value),
+        Ok(_) => Err(Error::Corrupt(Corruption::TrailingBytes)),
+        Err(e) => Err(Error::io_at(path, "read", &e)),
+    }
+}
+
+/// The `save` / `load` / `read_from` family of a structure, on its `write_to` (with its own
+/// concurrency notes) and its `read_payload(header, length_checked, payload, hasher)`: one set
+/// of methods and docs for every structure. `$example` shows `read_from`.
+macro_rules! file_methods {
+    ($type:ident, $kind:expr, $example:literal) => {
+        impl<H: $crate::hash::ItemHasher> $type<H> {
+            /// Saves this to `path`, crash-safely: the file at `path` is, at every moment,
+            /// either the old one or the whole new one (a temporary file in the same
+            /// directory, flushed to disk, renamed over `path`, then the directory flushed).
+            /// Concurrent writers: as [`write_to`](Self::write_to).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
+            /// the temporary file removed.
+            pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
+                $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
+            }
+
+            /// Reads what [`write_to`](Self::write_to) or [`save`](Self::save) wrote with a
+            /// hasher of this type: `hasher` must name itself
+            /// ([`ItemHasher::identity`](crate::hash::ItemHasher::identity)) as the file's
+            /// hasher did.
+            ///
+            /// Streaming: the payload is read into the structure directly, and the allocation
+            /// grows with the bytes that arrive, so a header that promises more than the input
+            /// holds costs no more than the input. Reads exactly one file: bytes after it are
+            /// left in `input`.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::HasherMismatch`](crate::Error::HasherMismatch) when the hashers differ
+            /// or cannot be compared; [`Error::Corrupt`](crate::Error::Corrupt) for anything
+            /// that is not a whole, well-formed file (every byte is under a checksum);
+            /// [`Error::UnsupportedVersion`](crate::Error::UnsupportedVersion),
+            /// [`Error::WrongStructure`](crate::Error::WrongStructure);
+            /// [`Error::Io`](crate::Error::Io) when reading fails;
+            /// [`Error::AllocationFailed`](crate::Error::AllocationFailed).
+            pub fn read_from_with_hasher<R: std::io::Read>(
+                input: R,
+                hasher: H,
+            ) -> Result<Self, $crate::Error> {
+                Self::read_with(input, None, |file| {
+                    $crate::persist::HasherCheck::Verify.pick(file, hasher)
+                })
+            }
+
+            /// [`read_from_with_hasher`](Self::read_from_with_hasher) without the hasher
+            /// check, for a hasher that cannot name itself (any `std::hash::BuildHasher`, say
+            /// one with a fixed key). You vouch that `hasher` computes what the writer's did:
+            /// with another, every item saved is looked for in the wrong place, and reported
+            /// never seen.
+            ///
+            /// # Errors
+            ///
+            /// As [`read_from_with_hasher`](Self::read_from_with_hasher), but never
+            /// [`Error::HasherMismatch`](crate::Error::HasherMismatch).
+            pub fn read_from_trusting_hasher<R: std::io::Read>(
+                input: R,
+                hasher: H,
+            ) -> Result<Self, $crate::Error> {
+                Self::read_with(input, None, |file| {
+                    $crate::persist::HasherCheck::Trust.pick(file, hasher)
+                })
+            }
+
+            /// [`read_from_with_hasher`](Self::read_from_with_hasher) of the file at `path`.
+            /// The header's sizes are checked against the file's length before anything is
+            /// allocated, and bytes after the end of the file's structure are an error.
+            ///
+            /// # Errors
+            ///
+            /// As [`read_from_with_hasher`](Self::read_from_with_hasher);
+            /// [`Error::Io`](crate::Error::Io) names the path.
+            pub fn load_with_hasher(
+                path: impl AsRef<std::path::Path>,
+                hasher: H,
+            ) -> Result<Self, $crate::Error> {
+                $crate::persist::load_file(path.as_ref(), |input, len| {
+                    Self::read_with(input, Some(len), |file| {
+                        $crate::persist::HasherCheck::Verify.pick(file, hasher)
+                    })
+                })
+            }
+        }
+
+        impl $type {
+            /// Reads what was written with the default hasher,
+            /// [`StableHasher`](crate::hash::StableHasher) (any seed: the loaded structure
+            /// uses the file's). See [`read_from_with_hasher`](Self::read_from_with_hasher)
+            /// for other hashers and for how the input is read.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::HasherMismatch`](crate::Error::HasherMismatch) when the file was
+            /// written with another hasher; otherwise as
+            /// [`read_from_with_hasher`](Self::read_from_with_hasher).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = $example]
+            /// # Ok::<(), seen::Error>(())
+            /// ```
+            pub fn read_from<R: std::io::Read>(input: R) -> Result<Self, $crate::Error> {
+                Self::read_with(input, None, $crate::persist::stable_hasher)
+            }
+
+            /// [`read_from`](Self::read_from) of the file at `path`, with the checks of
+            /// [`load_with_hasher`](Self::load_with_hasher).
+            ///
+            /// # Errors
+            ///
+            /// As [`read_from`](Self::read_from); [`Error::Io`](crate::Error::Io) names the
+            /// path.
+            pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, $crate::Error> {
+                $crate::persist::load_file(path.as_ref(), |input, len| {
+                    Self::read_with(input, Some(len), $crate::persist::stable_hasher)
+                })
+            }
+        }
+
+        impl<H> $type<H> {
+            fn read_with<R: std::io::Read>(
+                input: R,
+                file_len: Option<u64>,
+                hasher: impl FnOnce(
+                    &Option<$crate::hash::HasherIdentity>,
+                ) -> Result<H, $crate::Error>,
+            ) -> Result<Self, $crate::Error> {
+                $crate::persist::read_file(input, file_len, $kind, hasher, Self::read_payload)
+            }
+        }
+    };
+}
+pub(crate) use file_methods;

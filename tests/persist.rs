@@ -1,0 +1,751 @@
+//! Saving and loading: round trips, the hasher checks, crash-safe saves, golden files, saves
+//! racing inserts, and every kind of bad file (a proptest that damages small files at random).
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use proptest::prelude::*;
+use seen::hash::{ItemHasher, StableHasher};
+use seen::{AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, Layout, OverwriteMap};
+
+fn bloom(capacity: u64, fpr: f64, layout: Layout) -> AtomicBloomFilter {
+    AtomicBloomFilter::builder(capacity)
+        .fpr(fpr)
+        .layout(layout)
+        .build()
+        .unwrap()
+}
+
+fn bytes_of(filter: &AtomicBloomFilter<impl ItemHasher>) -> Vec<u8> {
+    let mut out = Vec::new();
+    filter.write_to(&mut out).unwrap();
+    out
+}
+
+/// A directory of this test's own, emptied.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("seen-persist-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_loaded_filter_answers_exactly_as_the_saved_one() {
+    for layout in [Layout::Word, Layout::Line] {
+        for (capacity, fpr) in [(1, 0.5), (1000, 0.01), (200_000, 1e-4)] {
+            let filter = bloom(capacity, fpr, layout);
+            let inserted = common::keys(1, capacity as usize);
+            filter.insert_all(&inserted);
+            let file = bytes_of(&filter);
+            let loaded = AtomicBloomFilter::read_from(&file[..]).unwrap();
+            assert_eq!(loaded.sizing(), filter.sizing());
+            assert_eq!(loaded.memory_bytes(), filter.memory_bytes());
+            assert!(inserted.iter().all(|k| loaded.contains(k)));
+            let others = common::keys(2, 50_000);
+            for k in &others {
+                assert_eq!(
+                    loaded.contains(k),
+                    filter.contains(k),
+                    "{layout:?} {capacity}"
+                );
+            }
+            // The loaded filter writes the same bytes back: nothing was lost or added.
+            assert_eq!(bytes_of(&loaded), file);
+            // And it is a live filter.
+            assert!(loaded.insert(&u64::MAX) || filter.contains(&u64::MAX));
+        }
+    }
+}
+
+#[test]
+fn the_file_is_the_header_plus_the_bits_plus_a_checksum_per_mebibyte() {
+    let filter = bloom(1_000_000, 0.01, Layout::Word);
+    let file = bytes_of(&filter);
+    let payload = filter.memory_bytes();
+    let header = ((86 + "seen/xxh3-128".len()).next_multiple_of(8) + 8) as u64;
+    assert_eq!(
+        file.len() as u64,
+        header + payload + 8 * payload.div_ceil(1 << 20)
+    );
+    assert_eq!(&file[..8], b"\x89seen\r\n\x1a");
+}
+
+#[test]
+fn the_seed_travels_with_the_file_and_other_hashers_are_checked() {
+    let seeded = AtomicBloomFilter::builder(1000)
+        .hasher(StableHasher::with_seed(5))
+        .build()
+        .unwrap();
+    seeded.insert("a");
+    let file = bytes_of(&seeded);
+    let loaded = AtomicBloomFilter::read_from(&file[..]).unwrap();
+    assert_eq!(loaded.hasher().seed(), 5);
+    assert!(loaded.contains("a"));
+
+    let same = AtomicBloomFilter::read_from_with_hasher(&file[..], StableHasher::with_seed(5));
+    assert!(same.unwrap().contains("a"));
+    let other = AtomicBloomFilter::read_from_with_hasher(&file[..], StableHasher::with_seed(6));
+    match other {
+        Err(Error::HasherMismatch { file, given }) => {
+            assert_eq!(file.unwrap().seed(), 5);
+            assert_eq!(given.unwrap().seed(), 6);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A hasher that cannot name itself: its files load only when the caller vouches for it.
+    let random = std::hash::RandomState::new();
+    let unnamed = AtomicBloomFilter::builder(1000)
+        .hasher(random.clone())
+        .build()
+        .unwrap();
+    unnamed.insert("a");
+    let file = bytes_of(&unnamed);
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&file[..]),
+        Err(Error::HasherMismatch { file: None, .. })
+    ));
+    assert!(matches!(
+        AtomicBloomFilter::read_from_with_hasher(&file[..], random.clone()),
+        Err(Error::HasherMismatch {
+            file: None,
+            given: None
+        })
+    ));
+    let trusted = AtomicBloomFilter::read_from_trusting_hasher(&file[..], random).unwrap();
+    assert!(trusted.contains("a"));
+    let message = AtomicBloomFilter::read_from(&file[..])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("read_from_trusting_hasher"), "{message}");
+}
+
+#[test]
+fn save_replaces_the_file_whole_and_leaves_no_temporary_file() {
+    let dir = scratch("save");
+    let path = dir.join("filter.seen");
+    let first = bloom(10_000, 0.01, Layout::Word);
+    first.insert("first");
+    first.save(&path).unwrap();
+    let second = bloom(20_000, 0.01, Layout::Line);
+    second.insert("second");
+    second.save(&path).unwrap();
+    assert_eq!(files_in(&dir), ["filter.seen"]);
+    let loaded = AtomicBloomFilter::load(&path).unwrap();
+    assert_eq!(loaded.sizing(), second.sizing());
+    assert!(loaded.contains("second"));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes_of(&second));
+
+    // A relative path in the current directory works too (the parent is "").
+    let relative = format!("seen-persist-relative-{}.seen", std::process::id());
+    first.save(&relative).unwrap();
+    assert!(
+        AtomicBloomFilter::load(&relative)
+            .unwrap()
+            .contains("first")
+    );
+    std::fs::remove_file(&relative).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn io_failures_are_errors_that_name_the_path() {
+    let dir = scratch("io");
+    let missing = dir.join("no-such-file.seen");
+    match AtomicBloomFilter::load(&missing) {
+        Err(Error::Io { kind, message }) => {
+            assert_eq!(kind, std::io::ErrorKind::NotFound);
+            assert!(message.contains("no-such-file.seen"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let filter = bloom(1000, 0.01, Layout::Word);
+    let nowhere = dir.join("no-such-dir").join("f.seen");
+    match filter.save(&nowhere) {
+        Err(Error::Io { message, .. }) => assert!(message.contains("no-such-dir"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    // A directory is not a filter file.
+    assert!(matches!(
+        AtomicBloomFilter::load(&dir),
+        Err(Error::Io { .. })
+    ));
+    // A writer that fails midway: the error is returned, not a panic.
+    struct Full(usize);
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0 < buf.len() {
+                return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "full"));
+            }
+            self.0 -= buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let big = bloom(1_000_000, 0.01, Layout::Word);
+    for room in [0, 100, 5000, 1 << 20] {
+        assert!(matches!(big.write_to(Full(room)), Err(Error::Io { .. })));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The header's fields as a test can rewrite them, re-signed with a valid checksum: a file made
+/// to pass the checksum must still be refused for what it says.
+fn resign(file: &mut [u8]) {
+    let len = u32::from_le_bytes(file[12..16].try_into().unwrap()) as usize;
+    let sum = xxhash_rust::xxh3::xxh3_64(&file[..len - 8]);
+    file[len - 8..len].copy_from_slice(&sum.to_le_bytes());
+}
+
+fn put_u64(file: &mut [u8], at: usize, value: u64) {
+    file[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    resign(file);
+}
+
+#[test]
+fn crafted_headers_are_refused_for_what_they_say() {
+    let filter = bloom(1000, 0.01, Layout::Word);
+    filter.insert("a");
+    let good = bytes_of(&filter);
+    let dir = scratch("crafted");
+    let load = |bytes: &[u8]| {
+        let path = dir.join("f.seen");
+        std::fs::write(&path, bytes).unwrap();
+        AtomicBloomFilter::load(&path)
+    };
+
+    let mut future = good.clone();
+    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    resign(&mut future);
+    assert_eq!(
+        AtomicBloomFilter::read_from(&future[..]).unwrap_err(),
+        Error::UnsupportedVersion {
+            found: 2,
+            supported: 1
+        }
+    );
+
+    let mut magic = good.clone();
+    magic[1] = b'S';
+    assert_eq!(
+        load(&magic).unwrap_err(),
+        Error::Corrupt(Corruption::NotASeenFile)
+    );
+
+    // 2^60 bytes of bits: the blocks and the payload length agree, the file does not, and
+    // nothing is allocated for them.
+    let mut huge = good.clone();
+    put_u64(&mut huge, 48, 1 << 57); // word blocks
+    put_u64(&mut huge, 56, 1 << 60); // payload bytes
+    assert_eq!(
+        load(&huge).unwrap_err(),
+        Error::Corrupt(Corruption::Truncated)
+    );
+    // From a stream, whose length is unknown, the read fails when the bytes run out; it
+    // allocates only as they arrive (this would abort or be killed otherwise).
+    assert_eq!(
+        AtomicBloomFilter::read_from(&huge[..]).unwrap_err(),
+        Error::Corrupt(Corruption::Truncated)
+    );
+
+    // Sizes that disagree with each other.
+    let mut odd_blocks = good.clone();
+    put_u64(&mut odd_blocks, 48, 7);
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&odd_blocks[..]),
+        Err(Error::Corrupt(Corruption::Header(_)))
+    ));
+    let mut zero_capacity = good.clone();
+    put_u64(&mut zero_capacity, 24, 0);
+    assert!(matches!(
+        load(&zero_capacity),
+        Err(Error::Corrupt(Corruption::Header(_)))
+    ));
+    let mut nan = good.clone();
+    put_u64(&mut nan, 32, f64::NAN.to_bits());
+    assert!(matches!(
+        load(&nan),
+        Err(Error::Corrupt(Corruption::Header(_)))
+    ));
+    let mut kind = good.clone();
+    kind[16] = 3;
+    resign(&mut kind);
+    assert!(matches!(load(&kind), Err(Error::WrongStructure { .. })));
+    let mut trailing = good.clone();
+    trailing.push(0);
+    assert_eq!(
+        load(&trailing).unwrap_err(),
+        Error::Corrupt(Corruption::TrailingBytes)
+    );
+    // A stream holds more than one file: `read_from` reads exactly one.
+    let mut two = good.clone();
+    two.extend_from_slice(&good);
+    let mut input = &two[..];
+    assert!(
+        AtomicBloomFilter::read_from(&mut input)
+            .unwrap()
+            .contains("a")
+    );
+    assert!(
+        AtomicBloomFilter::read_from(&mut input)
+            .unwrap()
+            .contains("a")
+    );
+    assert!(input.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The keys the golden files hold, and the keys their false positives are counted on.
+fn golden_keys() -> (Vec<u64>, Vec<u64>) {
+    (common::keys(100, 1000), common::keys(101, 20_000))
+}
+
+/// A golden file: how to write it (once, when the format version changes) and the answers the
+/// loaded structure gives for `inserted` followed by `others`.
+struct Golden {
+    name: &'static str,
+    write: fn(&Path, &[u64]),
+    answers: fn(&Path, &[u64]) -> Vec<bool>,
+    /// Positive answers among `inserted` and among `others`, and xxh3-64 of every answer (one
+    /// byte each, in order): pins each answer, not only the counts.
+    positives: (usize, usize),
+    digest: u64,
+}
+
+fn golden_bloom(layout: Layout, path: &Path, inserted: &[u64]) {
+    let filter = bloom(1000, 0.01, layout);
+    filter.insert_all(inserted);
+    filter.save(path).unwrap();
+}
+
+fn goldens() -> [Golden; 4] {
+    [
+        Golden {
+            name: "bloom-word-v1.seen",
+            write: |path, keys| golden_bloom(Layout::Word, path, keys),
+            answers: |path, keys| {
+                let f = AtomicBloomFilter::load(path).unwrap();
+                assert_eq!(
+                    (f.layout(), f.capacity(), f.fpr()),
+                    (Layout::Word, 1000, 0.01)
+                );
+                keys.iter().map(|k| f.contains(k)).collect()
+            },
+            positives: (1000, 173),
+            digest: 0xb424_2181_b474_5de3,
+        },
+        Golden {
+            name: "bloom-line-v1.seen",
+            write: |path, keys| golden_bloom(Layout::Line, path, keys),
+            answers: |path, keys| {
+                let f = AtomicBloomFilter::load(path).unwrap();
+                assert_eq!(
+                    (f.layout(), f.capacity(), f.fpr()),
+                    (Layout::Line, 1000, 0.01)
+                );
+                keys.iter().map(|k| f.contains(k)).collect()
+            },
+            positives: (1000, 150),
+            digest: 0x84b3_2966_868d_9b9b,
+        },
+        Golden {
+            name: "overwrite-map-v1.seen",
+            write: |path, keys| {
+                let map = OverwriteMap::with_buckets(4000).unwrap();
+                keys.iter().for_each(|k| _ = map.insert(k));
+                map.save(path).unwrap();
+            },
+            answers: |path, keys| {
+                let map = OverwriteMap::load(path).unwrap();
+                assert_eq!(map.buckets(), 4000);
+                keys.iter().map(|k| map.contains(k)).collect()
+            },
+            positives: (885, 0),
+            digest: 0x4f60_857b_eeac_f541,
+        },
+        Golden {
+            name: "exact-overwrite-map-v1.seen",
+            write: |path, keys| {
+                let map = ExactOverwriteMap::with_buckets(2000).unwrap();
+                keys.iter().for_each(|k| _ = map.insert(&golden_key(*k)));
+                map.save(path).unwrap();
+            },
+            answers: |path, keys| {
+                let map = ExactOverwriteMap::load(path).unwrap();
+                assert_eq!(map.buckets(), 2000);
+                keys.iter().map(|k| map.contains(&golden_key(*k))).collect()
+            },
+            positives: (768, 0),
+            digest: 0xe8b5_4623_6532_8140,
+        },
+    ]
+}
+
+/// The exact map's keys: bytes of varied lengths (8 to 24).
+fn golden_key(k: u64) -> Vec<u8> {
+    let mut key = k.to_le_bytes().repeat(3);
+    key.truncate(8 + (k % 17) as usize);
+    key
+}
+
+/// The golden files under `tests/data/`: each must load and answer the pinned keys exactly as
+/// pinned. Set `SEEN_WRITE_GOLDEN=1` to write them (only when a format version is added: a v1
+/// file, once committed, is never rewritten; a change that needs it is a breaking change).
+#[test]
+fn golden_files_load_and_answer_as_pinned() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let (inserted, others) = golden_keys();
+    let all: Vec<u64> = inserted.iter().chain(&others).copied().collect();
+    for golden in goldens() {
+        let path = data.join(golden.name);
+        let writing = std::env::var_os("SEEN_WRITE_GOLDEN").is_some();
+        if writing {
+            (golden.write)(&path, &inserted);
+        }
+        let answers = (golden.answers)(&path, &all);
+        let (a, b) = answers.split_at(inserted.len());
+        let positives = (
+            a.iter().filter(|x| **x).count(),
+            b.iter().filter(|x| **x).count(),
+        );
+        let bytes: Vec<u8> = answers.iter().map(|&x| u8::from(x)).collect();
+        let digest = xxhash_rust::xxh3::xxh3_64(&bytes);
+        println!(
+            "{}: positives {positives:?}, digest {digest:#x}",
+            golden.name
+        );
+        if writing {
+            continue; // pin the printed values
+        }
+        assert_eq!(positives, golden.positives, "{}: positives", golden.name);
+        assert_eq!(
+            digest, golden.digest,
+            "{}: the answers changed",
+            golden.name
+        );
+    }
+}
+
+/// Two threads insert while a third saves and loads again and again: every key a writer had
+/// published (Release, after its insert returned) before a save began is in that save. Checks
+/// the last 1,000 keys published before each save (the ones racing it) and every 8th before
+/// them, so that many saves run while the writers do.
+#[test]
+fn a_save_racing_two_writers_keeps_every_insert_that_happened_before_it() {
+    const KEYS: usize = 2_000_000;
+    for layout in [Layout::Word, Layout::Line] {
+        let filter = &bloom(2 * KEYS as u64, 0.01, layout);
+        let keys = [common::keys(10, KEYS), common::keys(11, KEYS)];
+        let published = [AtomicU64::new(0), AtomicU64::new(0)];
+        let (saves, lost) = std::thread::scope(|s| {
+            for (keys, published) in keys.iter().zip(&published) {
+                s.spawn(move || {
+                    for (i, k) in keys.iter().enumerate() {
+                        filter.insert(k);
+                        published.store(i as u64 + 1, Ordering::Release);
+                    }
+                });
+            }
+            let saver = s.spawn(|| {
+                let (mut saves, mut lost) = (0, 0usize);
+                let mut file = Vec::new();
+                loop {
+                    let before = published
+                        .each_ref()
+                        .map(|p| p.load(Ordering::Acquire) as usize);
+                    let finished = before.iter().all(|&n| n == KEYS);
+                    file.clear();
+                    filter.write_to(&mut file).unwrap();
+                    let loaded = AtomicBloomFilter::read_from(&file[..]).unwrap();
+                    for (keys, n) in keys.iter().zip(before) {
+                        let recent = n.saturating_sub(1000);
+                        let checked = keys[..recent].iter().step_by(8).chain(&keys[recent..n]);
+                        lost += checked.filter(|k| !loaded.contains(*k)).count();
+                    }
+                    if finished {
+                        return (saves, lost);
+                    }
+                    saves += 1;
+                }
+            });
+            saver.join().unwrap()
+        });
+        assert_eq!(lost, 0, "{layout:?}: keys lost over {saves} saves");
+        assert!(
+            saves >= 3,
+            "{layout:?}: only {saves} saves ran while the writers did"
+        );
+    }
+}
+
+/// A small saved file of each structure, to damage, with a loader that reads a stream and
+/// writes what it loaded back (or the error).
+struct Small {
+    name: &'static str,
+    file: Vec<u8>,
+    reload: fn(&mut &[u8]) -> Result<Vec<u8>, Error>,
+}
+
+fn rewrite<T>(
+    loaded: Result<T, Error>,
+    write: impl Fn(&T, &mut Vec<u8>),
+) -> Result<Vec<u8>, Error> {
+    loaded.map(|value| {
+        let mut out = Vec::new();
+        write(&value, &mut out);
+        out
+    })
+}
+
+fn small_files() -> Vec<Small> {
+    let keys = common::keys(3, 300);
+    let mut files = Vec::new();
+    for (name, layout) in [("word", Layout::Word), ("line", Layout::Line)] {
+        let filter = bloom(300, 0.01, layout);
+        filter.insert_all(&keys);
+        files.push(Small {
+            name,
+            file: bytes_of(&filter),
+            reload: |input| {
+                rewrite(AtomicBloomFilter::read_from(input), |f, out| {
+                    f.write_to(out).unwrap()
+                })
+            },
+        });
+    }
+    let mut map = OverwriteMap::with_buckets(200).unwrap();
+    map.extend(&keys);
+    let mut file = Vec::new();
+    map.write_to(&mut file).unwrap();
+    files.push(Small {
+        name: "map",
+        file,
+        reload: |input| {
+            rewrite(OverwriteMap::read_from(input), |m, out| {
+                m.write_to(out).unwrap()
+            })
+        },
+    });
+    let exact = ExactOverwriteMap::with_buckets(200).unwrap();
+    for k in &keys[..150] {
+        exact.insert(&k.to_le_bytes()[..(k % 9) as usize]);
+    }
+    let mut file = Vec::new();
+    exact.write_to(&mut file).unwrap();
+    files.push(Small {
+        name: "exact",
+        file,
+        reload: |input| {
+            rewrite(ExactOverwriteMap::read_from(input), |m, out| {
+                m.write_to(out).unwrap()
+            })
+        },
+    });
+    files
+}
+
+#[derive(Clone, Debug)]
+enum Damage {
+    Flip { at: usize, bit: u8 },
+    Truncate { to: usize },
+    Overwrite { at: usize, bytes: Vec<u8> },
+    Append { bytes: Vec<u8> },
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Damage::Flip { at, bit }),
+        any::<usize>().prop_map(|to| Damage::Truncate { to }),
+        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..40))
+            .prop_map(|(at, bytes)| Damage::Overwrite { at, bytes }),
+        prop::collection::vec(any::<u8>(), 1..40).prop_map(|bytes| Damage::Append { bytes }),
+    ]
+}
+
+fn apply(file: &[u8], damage: &Damage) -> Vec<u8> {
+    let mut out = file.to_vec();
+    match damage {
+        Damage::Flip { at, bit } => out[at % file.len()] ^= 1 << bit,
+        Damage::Truncate { to } => out.truncate(to % file.len()),
+        Damage::Overwrite { at, bytes } => {
+            let at = at % file.len();
+            for (i, b) in bytes.iter().enumerate() {
+                if let Some(slot) = out.get_mut(at + i) {
+                    *slot = *b;
+                }
+            }
+        }
+        Damage::Append { bytes } => out.extend_from_slice(bytes),
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+    /// Every damaged file of every structure is refused with a typed error, never a panic; the
+    /// only damage that loads is damage that changed nothing (an overwrite with the same bytes)
+    /// or bytes appended after the file, which a stream read leaves unread.
+    #[test]
+    fn damaged_files_are_refused_not_panicked_on(which in 0usize..4, damage in damage()) {
+        let files = small_files();
+        let small = &files[which];
+        let bad = apply(&small.file, &damage);
+        let mut input = &bad[..];
+        match (small.reload)(&mut input) {
+            Ok(rewritten) => {
+                // Unchanged bytes or an append: the same structure, the appended bytes unread.
+                prop_assert_eq!(&bad[..small.file.len()], &small.file[..], "{} {:?}", small.name, damage);
+                prop_assert_eq!(input.len(), bad.len() - small.file.len());
+                prop_assert_eq!(rewritten, small.file.clone());
+            }
+            Err(e) => prop_assert!(matches!(
+                e,
+                Error::Corrupt(_) | Error::UnsupportedVersion { .. }
+                    | Error::WrongStructure { .. } | Error::HasherMismatch { .. }
+            ), "{}: {:?}", small.name, e),
+        }
+    }
+}
+
+/// The proptest above builds its files once per case; this checks the whole-file loader on
+/// every truncation length of one file (each must fail, and say so).
+#[test]
+fn every_truncation_of_a_file_is_refused() {
+    let dir = scratch("truncate");
+    let path = dir.join("f.seen");
+    for small in small_files() {
+        let file = &small.file;
+        for len in 0..file.len() {
+            std::fs::write(&path, &file[..len]).unwrap();
+            let err = match small.name {
+                "word" | "line" => AtomicBloomFilter::load(&path).map(|_| ()),
+                "map" => OverwriteMap::load(&path).map(|_| ()),
+                _ => ExactOverwriteMap::load(&path).map(|_| ()),
+            }
+            .unwrap_err();
+            assert!(
+                matches!(err, Error::Corrupt(_)),
+                "{} {len}: {err:?}",
+                small.name
+            );
+            let err = (small.reload)(&mut &file[..len]).unwrap_err();
+            assert!(
+                matches!(err, Error::Corrupt(_)),
+                "{} {len}: {err:?}",
+                small.name
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A reader that returns an error other than end-of-file: passed through as `Io`.
+    struct Broken;
+    impl Read for Broken {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk on fire"))
+        }
+    }
+    assert!(matches!(
+        AtomicBloomFilter::read_from(Broken),
+        Err(Error::Io { .. })
+    ));
+}
+
+#[test]
+fn maps_load_what_they_remembered() {
+    let keys = common::keys(20, 50_000);
+    let map = OverwriteMap::with_buckets(200_000).unwrap();
+    let exact = ExactOverwriteMap::with_buckets(100_000).unwrap();
+    for k in &keys {
+        map.insert(k);
+        exact.insert(&k.to_le_bytes());
+    }
+    map.forget(&keys[0]);
+    exact.forget(&keys[0].to_le_bytes());
+    let dir = scratch("maps");
+    map.save(dir.join("map.seen")).unwrap();
+    exact.save(dir.join("exact.seen")).unwrap();
+    let map2 = OverwriteMap::load(dir.join("map.seen")).unwrap();
+    let exact2 = ExactOverwriteMap::load(dir.join("exact.seen")).unwrap();
+    assert_eq!((map2.buckets(), exact2.buckets()), (200_000, 100_000));
+    for k in &keys {
+        assert_eq!(map2.contains(k), map.contains(k));
+        assert_eq!(
+            exact2.contains(&k.to_le_bytes()),
+            exact.contains(&k.to_le_bytes())
+        );
+    }
+    assert!(!map2.contains(&keys[0]) && !exact2.contains(&keys[0].to_le_bytes()));
+    // Live maps: inserts and forgets work on the loaded ones.
+    assert!(!exact2.insert(&keys[1].to_le_bytes()) || !exact.contains(&keys[1].to_le_bytes()));
+    assert!(exact2.forget(&keys[2].to_le_bytes()) == exact.contains(&keys[2].to_le_bytes()));
+    // A map file is not a filter, and the other way round.
+    assert!(matches!(
+        AtomicBloomFilter::load(dir.join("map.seen")),
+        Err(Error::WrongStructure { .. })
+    ));
+    assert!(matches!(
+        ExactOverwriteMap::load(dir.join("map.seen")),
+        Err(Error::WrongStructure { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two threads insert into a map while a third saves: every key a writer published before a
+/// save began is in the save, unless another key took its slot: then the live map no longer
+/// holds it either, ever (each key is inserted once), which the test checks after the save.
+#[test]
+fn a_map_save_racing_two_writers_keeps_what_the_map_remembers() {
+    let map = OverwriteMap::with_buckets(4_000_000).unwrap();
+    let keys = [common::keys(30, 100_000), common::keys(31, 100_000)];
+    let published = [AtomicU64::new(0), AtomicU64::new(0)];
+    let lost = std::thread::scope(|s| {
+        for (keys, published) in keys.iter().zip(&published) {
+            let map = &map;
+            s.spawn(move || {
+                for (i, k) in keys.iter().enumerate() {
+                    map.insert(k);
+                    published.store(i as u64 + 1, Ordering::Release);
+                }
+            });
+        }
+        let mut lost = 0;
+        let mut file = Vec::new();
+        loop {
+            let finished = published
+                .iter()
+                .all(|p| p.load(Ordering::Acquire) == 100_000);
+            let before = published.each_ref().map(|p| p.load(Ordering::Acquire));
+            file.clear();
+            map.write_to(&mut file).unwrap();
+            let loaded = OverwriteMap::read_from(&file[..]).unwrap();
+            for (keys, n) in keys.iter().zip(before) {
+                // A key missing from the save must be missing from the live map too: its slot
+                // was overwritten before the save read it, and it never comes back.
+                lost += keys[..n as usize]
+                    .iter()
+                    .filter(|k| !loaded.contains(*k) && map.contains(*k))
+                    .count();
+            }
+            if finished {
+                return lost;
+            }
+        }
+    });
+    assert_eq!(lost, 0);
+}

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use seen::hash::{ItemHasher, StableHasher};
-use seen::{AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, Layout, OverwriteMap};
+use seen::{
+    AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, Layout, OverwriteMap,
+    SemiConcurrentBloomFilter,
+};
 
 fn bloom(capacity: u64, fpr: f64, layout: Layout) -> AtomicBloomFilter {
     AtomicBloomFilter::builder(capacity)
@@ -333,8 +336,31 @@ fn golden_bloom(layout: Layout, path: &Path, inserted: &[u64]) {
     filter.save(path).unwrap();
 }
 
-fn goldens() -> [Golden; 4] {
+fn goldens() -> [Golden; 5] {
     [
+        Golden {
+            name: "semi-concurrent-bloom-v1.seen",
+            write: |path, keys| {
+                let mut f = SemiConcurrentBloomFilter::builder(1000).build().unwrap();
+                f.extend(&keys[..600]);
+                f.compact();
+                f.extend(&keys[600..]);
+                assert!(f.pending_len() > 390);
+                f.save(path).unwrap();
+            },
+            answers: |path, keys| {
+                let f = SemiConcurrentBloomFilter::load(path).unwrap();
+                let s = f.snapshot();
+                assert_eq!(
+                    (s.layout(), s.capacity(), s.fpr()),
+                    (Layout::Word, 1000, 0.01)
+                );
+                keys.iter().map(|k| f.contains(k)).collect()
+            },
+            // The same bits as the word-layout file's: same sizing, same keys, same probe.
+            positives: (1000, 173),
+            digest: 0xb424_2181_b474_5de3,
+        },
         Golden {
             name: "bloom-word-v1.seen",
             write: |path, keys| golden_bloom(Layout::Word, path, keys),
@@ -528,6 +554,21 @@ fn small_files() -> Vec<Small> {
             },
         });
     }
+    let mut semi = SemiConcurrentBloomFilter::with_capacity(300, 0.01).unwrap();
+    semi.extend(&keys[..200]);
+    semi.compact();
+    semi.extend(&keys[200..]);
+    let mut file = Vec::new();
+    semi.write_to(&mut file).unwrap();
+    files.push(Small {
+        name: "semi",
+        file,
+        reload: |input| {
+            rewrite(SemiConcurrentBloomFilter::read_from(input), |f, out| {
+                f.write_to(out).unwrap()
+            })
+        },
+    });
     let mut map = OverwriteMap::with_buckets(200).unwrap();
     map.extend(&keys);
     let mut file = Vec::new();
@@ -602,7 +643,7 @@ proptest! {
     /// only damage that loads is damage that changed nothing (an overwrite with the same bytes)
     /// or bytes appended after the file, which a stream read leaves unread.
     #[test]
-    fn damaged_files_are_refused_not_panicked_on(which in 0usize..4, damage in damage()) {
+    fn damaged_files_are_refused_not_panicked_on(which in 0usize..5, damage in damage()) {
         let files = small_files();
         let small = &files[which];
         let bad = apply(&small.file, &damage);
@@ -612,7 +653,9 @@ proptest! {
                 // Unchanged bytes or an append: the same structure, the appended bytes unread.
                 prop_assert_eq!(&bad[..small.file.len()], &small.file[..], "{} {:?}", small.name, damage);
                 prop_assert_eq!(input.len(), bad.len() - small.file.len());
-                prop_assert_eq!(rewritten, small.file.clone());
+                // (A semi-concurrent filter loads its pending hashes into its snapshot, so it
+                // writes back what a load of the undamaged file writes back.)
+                prop_assert_eq!(rewritten, (small.reload)(&mut &small.file[..]).unwrap());
             }
             Err(e) => prop_assert!(matches!(
                 e,
@@ -635,6 +678,7 @@ fn every_truncation_of_a_file_is_refused() {
             std::fs::write(&path, &file[..len]).unwrap();
             let err = match small.name {
                 "word" | "line" => AtomicBloomFilter::load(&path).map(|_| ()),
+                "semi" => SemiConcurrentBloomFilter::load(&path).map(|_| ()),
                 "map" => OverwriteMap::load(&path).map(|_| ()),
                 _ => ExactOverwriteMap::load(&path).map(|_| ()),
             }
@@ -748,4 +792,99 @@ fn a_map_save_racing_two_writers_keeps_what_the_map_remembers() {
         }
     });
     assert_eq!(lost, 0);
+}
+
+#[test]
+fn a_semi_concurrent_filter_loads_its_snapshot_and_its_pending_hashes() {
+    let mut filter = SemiConcurrentBloomFilter::builder(100_000)
+        .insertions_before_compact(1 << 20)
+        .build()
+        .unwrap();
+    let keys = common::keys(40, 100_000);
+    filter.extend(&keys[..60_000]);
+    filter.compact();
+    filter.extend(&keys[60_000..]);
+    // (Fewer than 40,000: an insert that the snapshot already answers is not pended.)
+    assert!(filter.pending_len() > 39_000, "{}", filter.pending_len());
+    let mut file = Vec::new();
+    filter.write_to(&mut file).unwrap();
+    let loaded = SemiConcurrentBloomFilter::read_from(&file[..]).unwrap();
+    assert_eq!(loaded.pending_len(), 0);
+    assert_eq!(loaded.snapshot().sizing(), filter.snapshot().sizing());
+    assert!(keys.iter().all(|k| loaded.contains(k)));
+    // The snapshot alone, as a Bloom filter file: what was compacted, not what was pending.
+    let mut snapshot = Vec::new();
+    filter.snapshot().write_to(&mut snapshot).unwrap();
+    // The loaded filter is the saved one compacted: the same bits, the same answers.
+    let bits = |f: &SemiConcurrentBloomFilter| {
+        let mut out = Vec::new();
+        f.snapshot().write_to(&mut out).unwrap();
+        out
+    };
+    filter.compact();
+    assert_eq!(bits(&loaded), bits(&filter));
+    for k in common::keys(41, 100_000) {
+        assert_eq!(loaded.contains(&k), filter.contains(&k));
+    }
+    let atomic = AtomicBloomFilter::read_from(&snapshot[..]).unwrap();
+    assert!(keys[..60_000].iter().all(|k| atomic.contains(k)));
+    assert_eq!(atomic.sizing(), filter.snapshot().sizing());
+    // Kinds are not interchangeable.
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&file[..]),
+        Err(Error::WrongStructure { .. })
+    ));
+}
+
+/// Two threads insert into a semi-concurrent filter (which compacts as it goes, plus a thread
+/// that compacts in a loop) while the test saves and loads again and again: every key published
+/// before a save began is in it.
+#[test]
+fn a_semi_save_racing_writers_and_compactions_keeps_every_insert_before_it() {
+    const KEYS: usize = 100_000;
+    let filter = &SemiConcurrentBloomFilter::builder(2 * KEYS as u64)
+        .insertions_before_compact(512)
+        .build()
+        .unwrap();
+    let keys = [common::keys(50, KEYS), common::keys(51, KEYS)];
+    let published = [AtomicU64::new(0), AtomicU64::new(0)];
+    let (saves, lost) = std::thread::scope(|s| {
+        for (keys, published) in keys.iter().zip(&published) {
+            s.spawn(move || {
+                for (i, k) in keys.iter().enumerate() {
+                    filter.insert(k);
+                    published.store(i as u64 + 1, Ordering::Release);
+                }
+            });
+        }
+        let published = &published;
+        s.spawn(move || {
+            while published
+                .iter()
+                .any(|p| p.load(Ordering::Acquire) < KEYS as u64)
+            {
+                filter.compact();
+            }
+        });
+        let (mut saves, mut lost) = (0, 0usize);
+        let mut file = Vec::new();
+        loop {
+            let before = published
+                .each_ref()
+                .map(|p| p.load(Ordering::Acquire) as usize);
+            let finished = before.iter().all(|&n| n == KEYS);
+            file.clear();
+            filter.write_to(&mut file).unwrap();
+            let loaded = SemiConcurrentBloomFilter::read_from(&file[..]).unwrap();
+            for (keys, n) in keys.iter().zip(before) {
+                lost += keys[..n].iter().filter(|k| !loaded.contains(*k)).count();
+            }
+            if finished {
+                return (saves, lost);
+            }
+            saves += 1;
+        }
+    });
+    assert_eq!(lost, 0, "keys lost over {saves} saves");
+    assert!(saves >= 3, "only {saves} saves ran while the writers did");
 }

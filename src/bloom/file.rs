@@ -2,13 +2,15 @@
 
 use std::io::{Read, Write};
 
-use super::AtomicBloomFilter;
+use super::{AtomicBloomFilter, FrozenBloomFilter, SemiConcurrentBloomFilter};
 use crate::bits::AtomicBits;
+use crate::bits::read_boxed_slice;
 use crate::error::Corruption;
-use crate::hash::{HasherIdentity, ItemHasher};
+use crate::hash::{Hash128, HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
 use crate::persist::write_file;
 use crate::sizing::BlockedSizing;
+use crate::sync::SharedWords;
 use crate::{Error, Layout};
 
 /// The most bit positions per item a file may name: the probe draws any number, the sizing
@@ -37,10 +39,11 @@ fn bad(what: &'static str) -> Error {
 }
 
 /// The sizing a Bloom filter header describes, after checking that every field is possible and
-/// that they agree with each other. The sizing model
+/// that they agree with each other; the payload holds the bits and then `records` records of
+/// `record_bytes` each (none for an atomic filter, the pending hashes of a semi-concurrent one). The sizing model
 /// is not re-run: a file keeps the blocks and `k` it was written with, whatever a later version
 /// of the crate would choose.
-fn bloom_sizing(header: &Header) -> Result<BlockedSizing, Error> {
+fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Error> {
     let layout = header
         .layout
         .ok_or(bad("a Bloom filter without a layout"))?;
@@ -64,11 +67,12 @@ fn bloom_sizing(header: &Header) -> Result<BlockedSizing, Error> {
     if lines == 0 {
         return Err(bad("no blocks"));
     }
-    if lines.checked_mul(64) != Some(header.payload_bytes) {
-        return Err(bad("payload length disagrees with the blocks"));
-    }
-    if header.records != 0 {
-        return Err(bad("records in a Bloom filter"));
+    let payload = header
+        .records
+        .checked_mul(record_bytes)
+        .and_then(|records| lines.checked_mul(64)?.checked_add(records));
+    if payload != Some(header.payload_bytes) || (record_bytes == 0 && header.records != 0) {
+        return Err(bad("payload length disagrees with the blocks and records"));
     }
     if usize::try_from(header.payload_bytes).is_err() {
         return Err(Error::TooLarge {
@@ -96,7 +100,7 @@ impl<H> AtomicBloomFilter<H> {
         payload: &mut ChunkReader<R>,
         hasher: H,
     ) -> Result<Self, Error> {
-        let sizing = bloom_sizing(header)?;
+        let sizing = bloom_sizing(header, 0)?;
         let bits =
             AtomicBits::read_lines(sizing.lines(), checked, |line| payload.read_exact(line))?;
         Ok(Self {
@@ -158,3 +162,154 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         })
     }
 }
+
+impl<H: ItemHasher> FrozenBloomFilter<H> {
+    /// Writes the snapshot in the crate's [file format](crate::docs::format), as a Bloom filter
+    /// file: [`AtomicBloomFilter::load`] (or `read_from`) turns it into a live filter with the
+    /// same bits. The snapshot never changes, so the file is exact.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when writing fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let semi = seen::SemiConcurrentBloomFilter::with_capacity(1000, 0.01)?;
+    /// semi.insert("a");
+    /// semi.compact();
+    /// let mut file = Vec::new();
+    /// semi.snapshot().write_to(&mut file)?;
+    /// assert!(seen::AtomicBloomFilter::read_from(&file[..])?.contains("a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
+        let header = bloom_header(&self.sizing, self.hasher.identity());
+        write_file(out, &header, |chunks| {
+            self.write_words(&mut |bytes| chunks.write(bytes))
+        })
+    }
+}
+
+impl<H> FrozenBloomFilter<H> {
+    /// Hands the words to `out`, little-endian, a segment at a time.
+    fn write_words(&self, out: &mut dyn FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        let mut buf = Vec::with_capacity(self.segment_words * 8);
+        for segment in self.segments.iter() {
+            buf.clear();
+            for word in segment.iter() {
+                buf.extend_from_slice(&word.to_le_bytes());
+            }
+            out(&buf)?;
+        }
+        Ok(())
+    }
+}
+
+impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
+    /// Writes the filter in the crate's [file format](crate::docs::format): its current
+    /// snapshot's bits, then its pending hashes (16 bytes each), so the file answers exactly
+    /// as the filter did.
+    ///
+    /// Runs on `&self`, concurrently with inserts, lookups and compactions on other threads.
+    /// It takes the snapshot and the pending hashes while no compaction runs (it waits for a
+    /// running one to finish; inserts never wait, they only skip compacting meanwhile), so
+    /// **every insert that happened before `write_to` began is in the output**, and the
+    /// output is one consistent state: the snapshot plus exactly the hashes that were pending
+    /// beside it (with some inserts that raced the save). The writing itself reads only that
+    /// immutable state.
+    ///
+    /// A loaded filter holds the pending hashes in its snapshot (none pending) and has the
+    /// default options ([`insertions_before_compact`](crate::builder::SemiOptions) 1,024,
+    /// 4 KiB segments): the file keeps the filter's contents, not its tuning.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when writing fails.
+    pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
+        let (snapshot, pending) = self.saved_state();
+        let mut header = bloom_header(&snapshot.sizing, snapshot.hasher.identity());
+        header.kind = Kind::SemiBloom;
+        header.records = pending.len() as u64;
+        header.payload_bytes += 16 * pending.len() as u64;
+        write_file(out, &header, |chunks| {
+            snapshot.write_words(&mut |bytes| chunks.write(bytes))?;
+            let mut buf = Vec::with_capacity(16 << 10);
+            for part in pending.chunks(1 << 10) {
+                buf.clear();
+                for hash in part {
+                    buf.extend_from_slice(&hash.h1.to_le_bytes());
+                    buf.extend_from_slice(&hash.h2.to_le_bytes());
+                }
+                chunks.write(&buf)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The filter a semi-concurrent filter file's payload holds.
+    fn read_payload<R: Read>(
+        header: &Header,
+        checked: bool,
+        payload: &mut ChunkReader<R>,
+        hasher: H,
+    ) -> Result<Self, Error> {
+        let sizing = bloom_sizing(header, 16)?;
+        let options = crate::builder::SemiOptions::default();
+        let segment_words = options.segment_bytes().div_ceil(64) * crate::bits::LINE_WORDS;
+        let words = sizing.lines() * crate::bits::LINE_WORDS;
+        // Segments as they arrive; the table of them grows with them.
+        let mut segments = Vec::new();
+        let mut at = 0;
+        while at < words {
+            let len = segment_words.min(words - at);
+            let segment = read_boxed_slice(
+                len,
+                checked,
+                |bytes: &mut [u8; 8]| payload.read_exact(bytes),
+                |bytes| u64::from_le_bytes(*bytes),
+            )?;
+            segments.push(SharedWords::new(segment));
+            at += len;
+        }
+        let records = usize::try_from(header.records)
+            .map_err(|_| bad("more pending hashes than this machine can hold"))?;
+        let pending = read_boxed_slice(
+            records,
+            checked,
+            |bytes: &mut [u8; 16]| payload.read_exact(bytes),
+            |bytes| Hash128 {
+                h1: u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
+                h2: u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
+            },
+        )?;
+        let mut snapshot = FrozenBloomFilter {
+            sizing,
+            segment_words,
+            segments: segments.into_boxed_slice(),
+            hasher: hasher.clone(),
+        };
+        snapshot.add_in_place(&pending);
+        Ok(Self::assemble(
+            snapshot,
+            options.insertions_before_compact(),
+            hasher,
+        ))
+    }
+}
+
+crate::persist::file_methods!(
+    SemiConcurrentBloomFilter,
+    Kind::SemiBloom,
+    "use seen::SemiConcurrentBloomFilter;
+let filter = SemiConcurrentBloomFilter::with_capacity(1000, 0.01)?;
+filter.insert(\"compacted\");
+filter.compact();
+filter.insert(\"pending\");
+let mut file = Vec::new();
+filter.write_to(&mut file)?;
+let loaded = SemiConcurrentBloomFilter::read_from(&file[..])?;
+assert!(loaded.contains(\"compacted\") && loaded.contains(\"pending\"));
+assert_eq!(loaded.pending_len(), 0); // the pending hashes are in the loaded snapshot",
+    Clone
+);

@@ -33,11 +33,11 @@ use crate::{Error, Layout};
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct FrozenBloomFilter<H = StableHasher> {
-    sizing: BlockedSizing,
-    segment_words: usize,
+    pub(super) sizing: BlockedSizing,
+    pub(super) segment_words: usize,
     /// Plain words, never modified once shared.
-    segments: Box<[SharedWords]>,
-    hasher: H,
+    pub(super) segments: Box<[SharedWords]>,
+    pub(super) hasher: H,
 }
 
 impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {

@@ -571,26 +571,58 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
         let (sizing, hasher, _) = self.into_parts()?;
         let segment_words = options.segment_bytes.div_ceil(64) * LINE_WORDS;
         let empty = FrozenBloomFilter::empty(sizing, segment_words, hasher.clone())?;
+        Ok(SemiConcurrentBloomFilter::assemble(
+            empty,
+            options.insertions_before_compact,
+            hasher,
+        ))
+    }
+}
+
+impl<H> SemiConcurrentBloomFilter<H> {
+    /// A filter whose snapshot is `snapshot` and whose pending set is empty (`build()`, and a
+    /// load).
+    pub(super) fn assemble(
+        snapshot: FrozenBloomFilter<H>,
+        insertions_before_compact: usize,
+        hasher: H,
+    ) -> Self {
         // About 4 slots per pending hash at the compaction threshold: a slot is non-zero for
         // at most 1 - e^(-1/4) = 22% of lookups, 12% on average over a batch.
-        let slots = options
-            .insertions_before_compact
+        let slots = insertions_before_compact
             .saturating_mul(4)
             .clamp(64, 1 << 16)
             .next_power_of_two();
-        Ok(SemiConcurrentBloomFilter {
-            current: ArcCell::new(Arc::new(empty)),
+        SemiConcurrentBloomFilter {
+            current: ArcCell::new(Arc::new(snapshot)),
             pending: PendingSet::new(),
             summary: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             compactor: TryMutex::new(Spare {
                 previous: None,
                 last: Vec::new(),
             }),
-            insertions_before_compact: options.insertions_before_compact,
+            insertions_before_compact,
             attempted: AtomicU64::new(0),
             won: AtomicU64::new(0),
             hasher,
-        })
+        }
+    }
+
+    /// What a save writes: the current snapshot and every pending hash, taken while no
+    /// compaction runs (it waits for a running one). Every insert that returned before this call
+    /// is in one or the other: a compaction removes hashes from the pending set only after the
+    /// snapshot holding them is current, and none runs while this holds the compactor's lock.
+    pub(crate) fn saved_state(&self) -> (Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
+        let _compactor = self.compactor.lock();
+        (self.current.load(), self.pending.first(usize::MAX))
+    }
+
+    /// A deliberately broken [`saved_state`](Self::saved_state) for the loom models: the same
+    /// two reads without the compactor's lock, so a compaction can swap a snapshot in and remove
+    /// its hashes from the pending set between them.
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn saved_state_unlocked(&self) -> (Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
+        (self.current.load(), self.pending.first(usize::MAX))
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) enum Kind {
     /// A Bloom filter's bits: [`AtomicBloomFilter`](crate::AtomicBloomFilter) or
     /// [`FrozenBloomFilter`](crate::FrozenBloomFilter).
     Bloom = 1,
+    /// A [`SemiConcurrentBloomFilter`](crate::SemiConcurrentBloomFilter): its snapshot's bits,
+    /// then its pending hashes.
+    SemiBloom = 2,
     /// An [`OverwriteMap`](crate::OverwriteMap)'s fingerprints.
     OverwriteMap = 3,
     /// An [`ExactOverwriteMap`](crate::ExactOverwriteMap)'s keys.
@@ -42,6 +45,7 @@ impl Kind {
     fn from_byte(byte: u8) -> Option<Self> {
         match byte {
             1 => Some(Self::Bloom),
+            2 => Some(Self::SemiBloom),
             3 => Some(Self::OverwriteMap),
             4 => Some(Self::ExactOverwriteMap),
             _ => None,

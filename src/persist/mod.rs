@@ -203,10 +203,11 @@ pub(crate) fn load_file<T>(
 
 /// The `save` / `load` / `read_from` family of a structure, on its `write_to` (with its own
 /// concurrency notes) and its `read_payload(header, length_checked, payload, hasher)`: one set
-/// of methods and docs for every structure. `$example` shows `read_from`.
+/// of methods and docs for every structure. `$example` shows `read_from`; `$bound`, a bound the
+/// hasher needs beyond `ItemHasher` (the semi-concurrent filter's `Clone`).
 macro_rules! file_methods {
-    ($type:ident, $kind:expr, $example:literal) => {
-        impl<H: $crate::hash::ItemHasher> $type<H> {
+    ($type:ident, $kind:expr, $example:literal $(, $bound:path)?) => {
+        impl<H: $crate::hash::ItemHasher $(+ $bound)?> $type<H> {
             /// Saves this to `path`, crash-safely: the file at `path` is, at every moment,
             /// either the old one or the whole new one (a temporary file in the same
             /// directory, flushed to disk, renamed over `path`, then the directory flushed).
@@ -323,7 +324,7 @@ macro_rules! file_methods {
             }
         }
 
-        impl<H> $type<H> {
+        impl<H: $crate::hash::ItemHasher $(+ $bound)?> $type<H> {
             fn read_with<R: std::io::Read>(
                 input: R,
                 file_len: Option<u64>,

@@ -68,6 +68,11 @@ impl<T> TryMutex<T> {
         self.0.try_lock().ok()
     }
 
+    /// The data, waiting for the thread that holds it.
+    pub(crate) fn lock(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
+        self.0.lock().unwrap()
+    }
+
     /// The std side's hint, always `false` here: every caller goes on to `try_lock`. A caller
     /// may only use the hint to skip a `try_lock`, and a skipped one changes nothing a failed
     /// one would not, so the models explore the outcomes without the extra interleavings.

@@ -83,6 +83,20 @@ impl<T> TryMutex<T> {
         })
     }
 
+    /// The data, waiting for the thread that holds it, if one does (for callers that must
+    /// exclude the holder's work for a moment, like a save; never on an insert's path).
+    pub(crate) fn lock(&self) -> TryGuard<'_, T> {
+        let guard = self
+            .mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.held.store(true, Ordering::Relaxed);
+        TryGuard {
+            guard,
+            held: &self.held,
+        }
+    }
+
     /// Whether some thread seems to hold the mutex: a `Relaxed` hint, possibly stale either
     /// way. Only ever a shortcut past a `try_lock` that would probably fail.
     #[inline]

@@ -310,6 +310,22 @@ fn crafted_headers_are_refused_for_what_they_say() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// 2^55 lines of the line layout: the blocks and the payload length (2^61 bytes) agree and fit
+/// a `u64`, but the bits (2^64) do not. Refused as too large, before the bits are counted (the
+/// count overflowed: a panic in a debug build, a sizing of 0 bits in a release one).
+#[test]
+fn a_header_whose_bits_overflow_a_u64_is_refused() {
+    let good = bytes_of(&bloom(1000, 0.01, Layout::Line));
+    let mut huge = good[..good.len() - 64 - 8].to_vec();
+    put_u64(&mut huge, 48, 1 << 55); // line blocks
+    put_u64(&mut huge, 56, 1 << 61); // payload bytes
+    huge.extend_from_slice(&[0; 100]);
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&huge[..]),
+        Err(Error::TooLarge { what: "bits", .. })
+    ));
+}
+
 /// The keys the golden files hold, and the keys their false positives are counted on.
 fn golden_keys() -> (Vec<u64>, Vec<u64>) {
     (common::keys(100, 1000), common::keys(101, 20_000))

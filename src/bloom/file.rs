@@ -70,18 +70,22 @@ fn bloom_sizing(header: &Header) -> Result<BlockedSizing, Error> {
     if header.records != 0 {
         return Err(bad("records in a Bloom filter"));
     }
-    if usize::try_from(header.payload_bytes).is_err() {
-        return Err(Error::TooLarge {
+    // The limit of the constructors: the bits fit a `u64` and their bytes an allocation.
+    let limit = crate::sizing::max_bits();
+    let bits = header
+        .payload_bytes
+        .checked_mul(8)
+        .filter(|&bits| bits < limit)
+        .ok_or(Error::TooLarge {
             what: "bits",
             requested: header.payload_bytes as f64 * 8.0,
-            limit: usize::MAX as u64,
-        });
-    }
+            limit,
+        })?;
     Ok(BlockedSizing {
         layout,
         capacity: header.capacity,
         fpr: header.fpr,
-        bits: lines * 512,
+        bits,
         blocks: header.blocks,
         hashes: header.hashes,
         expected_fpr: header.expected_fpr,

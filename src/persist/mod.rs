@@ -238,6 +238,8 @@ macro_rules! file_methods {
             /// [`Error::UnsupportedVersion`](crate::Error::UnsupportedVersion),
             /// [`Error::WrongStructure`](crate::Error::WrongStructure);
             /// [`Error::Io`](crate::Error::Io) when reading fails;
+            /// [`Error::TooLarge`](crate::Error::TooLarge) for a header whose sizes are well
+            /// formed but more than this machine can hold (or a `u64` count, for the bits);
             /// [`Error::AllocationFailed`](crate::Error::AllocationFailed).
             pub fn read_from_with_hasher<R: std::io::Read>(
                 input: R,

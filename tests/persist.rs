@@ -133,6 +133,52 @@ fn the_seed_travels_with_the_file_and_other_hashers_are_checked() {
     assert!(message.contains("read_from_trusting_hasher"), "{message}");
 }
 
+/// A hasher of the caller's own that names itself `name`, seed `seed` (and hashes as the
+/// default one).
+#[derive(Clone, Debug)]
+struct Named(&'static str, u64);
+
+impl ItemHasher for Named {
+    fn hash_item<T: std::hash::Hash + ?Sized>(&self, item: &T) -> seen::hash::Hash128 {
+        StableHasher::new().hash_item(item)
+    }
+    fn hash_bytes(&self, bytes: &[u8]) -> seen::hash::Hash128 {
+        StableHasher::new().hash_bytes(bytes)
+    }
+    fn identity(&self) -> Option<seen::hash::HasherIdentity> {
+        Some(seen::hash::HasherIdentity::new(self.0, self.1))
+    }
+}
+
+/// An identity with an empty name is no name: the file records none (and no seed), loads when
+/// the caller vouches for the hasher, and is never a file this crate wrote but cannot read (it
+/// wrote the seed of an unnamed hasher, which the reader refuses as corrupt).
+#[test]
+fn a_hasher_with_an_empty_name_writes_a_file_of_an_unnamed_hasher() {
+    for seed in [0, 5] {
+        let filter = AtomicBloomFilter::builder(1000)
+            .hasher(Named("", seed))
+            .build()
+            .unwrap();
+        filter.insert("a");
+        let file = bytes_of(&filter);
+        let trusted = AtomicBloomFilter::read_from_trusting_hasher(&file[..], Named("", seed));
+        assert!(trusted.unwrap().contains("a"), "seed {seed}");
+        assert!(matches!(
+            AtomicBloomFilter::read_from_with_hasher(&file[..], Named("", seed)),
+            Err(Error::HasherMismatch {
+                file: None,
+                given: None
+            })
+        ));
+        let unnamed = AtomicBloomFilter::builder(1000)
+            .hasher(std::hash::RandomState::new())
+            .build()
+            .unwrap();
+        assert_eq!(file.len(), bytes_of(&unnamed).len());
+    }
+}
+
 #[test]
 fn save_replaces_the_file_whole_and_leaves_no_temporary_file() {
     let dir = scratch("save");

@@ -7,7 +7,7 @@ use crate::bits::AtomicBits;
 use crate::error::Corruption;
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::write_file;
+use crate::persist::{identity_of, write_file};
 use crate::sizing::BlockedSizing;
 use crate::{Error, Layout};
 
@@ -156,7 +156,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
-        let header = bloom_header(&self.sizing, self.hasher.identity());
+        let header = bloom_header(&self.sizing, identity_of(&self.hasher));
         write_file(out, &header, |chunks| {
             self.bits.write_words(|bytes| chunks.write(bytes))
         })

@@ -14,7 +14,7 @@ use crate::bits::read_boxed_slice;
 use crate::error::Corruption;
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::write_file;
+use crate::persist::{identity_of, write_file};
 use crate::sync::Ordering::Relaxed;
 use crate::sync::{Arc, ArcCell, AtomicU64};
 
@@ -107,7 +107,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
             buckets,
             buckets * 8,
             0,
-            self.hasher.identity(),
+            identity_of(&self.hasher),
         );
         write_file(out, &header, |chunks| {
             let mut buf = Vec::with_capacity(8 << 10);
@@ -179,7 +179,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
             self.slots.len() as u64,
             bitmap_bytes + key_bytes,
             records,
-            self.hasher.identity(),
+            identity_of(&self.hasher),
         );
         write_file(out, &header, |chunks| {
             for part in entries.chunks(64) {

@@ -68,6 +68,12 @@ pub(crate) fn read_file<R: Read, H, T>(
     Ok(value)
 }
 
+/// `hasher`'s identity as files record it and loads compare it: an empty name names nothing,
+/// so it is no identity (the file then records no seed either, as the format requires).
+pub(crate) fn identity_of(hasher: &impl ItemHasher) -> Option<HasherIdentity> {
+    hasher.identity().filter(|id| !id.name().is_empty())
+}
+
 /// The default hasher with the file's seed, if the file names it.
 pub(crate) fn stable_hasher(file: &Option<HasherIdentity>) -> Result<StableHasher, Error> {
     match file {
@@ -98,7 +104,7 @@ impl HasherCheck {
         if self == Self::Trust {
             return Ok(given);
         }
-        match (file, given.identity()) {
+        match (file, identity_of(&given)) {
             (Some(a), Some(b)) if *a == b => Ok(given),
             (_, identity) => Err(Error::HasherMismatch {
                 file: file.clone(),

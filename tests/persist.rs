@@ -207,6 +207,29 @@ fn save_replaces_the_file_whole_and_leaves_no_temporary_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The temporary file's name must fit the file system's limit (255 bytes on the usual ones)
+/// whenever the target's does: a 250-byte name, and a non-UTF-8 one that a lossy conversion
+/// would triple, both save.
+#[test]
+fn save_takes_any_file_name_the_file_system_takes() {
+    let dir = scratch("long-name");
+    let filter = bloom(1000, 0.01, Layout::Word);
+    filter.insert("a");
+    let mut names = vec![std::ffi::OsString::from("n".repeat(250))];
+    #[cfg(unix)]
+    names.push(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&[0xff; 200]).to_os_string(),
+    );
+    for name in names {
+        let path = dir.join(&name);
+        filter.save(&path).unwrap();
+        assert!(AtomicBloomFilter::load(&path).unwrap().contains("a"));
+        std::fs::remove_file(&path).unwrap();
+        assert!(files_in(&dir).is_empty());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn io_failures_are_errors_that_name_the_path() {
     let dir = scratch("io");

@@ -114,6 +114,9 @@ impl HasherCheck {
     }
 }
 
+/// The most bytes of the target's name that a temporary file's name repeats.
+const TEMP_NAME_BYTES: usize = 128;
+
 /// Writes a file at `path` so that a crash at any moment leaves either the old file or the
 /// whole new one, never a mix: the bytes go to a new temporary file in the same directory,
 /// which is flushed to disk (`fsync`) and renamed over `path`; then the directory is flushed
@@ -127,7 +130,7 @@ pub(crate) fn save_atomically(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
+    let mut name = path
         .file_name()
         .ok_or_else(|| Error::Io {
             kind: std::io::ErrorKind::InvalidInput,
@@ -135,6 +138,14 @@ pub(crate) fn save_atomically(
         })?
         .to_string_lossy()
         .into_owned();
+    // The temporary file's name starts with the target's, so that a stray one (left by a
+    // crash) says whose it is; cut to leave room for the suffix within the usual 255-byte limit
+    // on a name (a target's name near it, or one that the lossy conversion made longer).
+    let cut = (0..=name.len().min(TEMP_NAME_BYTES))
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    name.truncate(cut);
     // A name no other save is using: the first free one (savers racing for a name retry).
     let (temp, file) = (0u32..)
         .map(|n| {

@@ -191,17 +191,18 @@ fn sync_dir(_dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens `path` and hands `read` a buffered reader and the file's length; then checks that
-/// `read` consumed the whole file.
+/// Opens `path` and hands `read` a buffered reader and the file's length (`None` for what is
+/// not a regular file, a named pipe say, whose metadata has no length: it is read as a
+/// stream); then checks that `read` consumed the whole file.
 pub(crate) fn load_file<T>(
     path: &Path,
-    read: impl FnOnce(&mut BufReader<File>, u64) -> Result<T, Error>,
+    read: impl FnOnce(&mut BufReader<File>, Option<u64>) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let file = File::open(path).map_err(|e| Error::io_at(path, "open", &e))?;
-    let len = file
+    let metadata = file
         .metadata()
-        .map_err(|e| Error::io_at(path, "read the length of", &e))?
-        .len();
+        .map_err(|e| Error::io_at(path, "read the length of", &e))?;
+    let len = metadata.is_file().then_some(metadata.len());
     let mut input = BufReader::with_capacity(1 << 16, file);
     let value = read(&mut input, len).map_err(|e| match e {
         Error::Io { kind, message } => Error::Io {
@@ -210,11 +211,11 @@ pub(crate) fn load_file<T>(
         },
         other => other,
     })?;
-    let mut probe = [0u8; 1];
-    match input.read(&mut probe) {
-        Ok(0) => Ok(value),
-        Ok(_) => Err(Error::Corrupt(Corruption::TrailingBytes)),
-        Err(e) => Err(Error::io_at(path, "read", &e)),
+    // One more byte (`Bytes` retries a read that a signal interrupted, as a pipe's may be).
+    match input.bytes().next() {
+        None => Ok(value),
+        Some(Ok(_)) => Err(Error::Corrupt(Corruption::TrailingBytes)),
+        Some(Err(e)) => Err(Error::io_at(path, "read", &e)),
     }
 }
 
@@ -288,7 +289,9 @@ macro_rules! file_methods {
 
             /// [`read_from_with_hasher`](Self::read_from_with_hasher) of the file at `path`.
             /// The header's sizes are checked against the file's length before anything is
-            /// allocated, and bytes after the end of the file's structure are an error.
+            /// allocated, and bytes after the end of the file's structure are an error. A path
+            /// that is not a regular file (a named pipe) is read as a stream, as by
+            /// `read_from`, then checked for bytes after the end.
             ///
             /// # Errors
             ///
@@ -299,7 +302,7 @@ macro_rules! file_methods {
                 hasher: H,
             ) -> Result<Self, $crate::Error> {
                 $crate::persist::load_file(path.as_ref(), |input, len| {
-                    Self::read_with(input, Some(len), |file| {
+                    Self::read_with(input, len, |file| {
                         $crate::persist::HasherCheck::Verify.pick(file, hasher)
                     })
                 })
@@ -337,7 +340,7 @@ macro_rules! file_methods {
             /// path.
             pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, $crate::Error> {
                 $crate::persist::load_file(path.as_ref(), |input, len| {
-                    Self::read_with(input, Some(len), $crate::persist::stable_hasher)
+                    Self::read_with(input, len, $crate::persist::stable_hasher)
                 })
             }
         }

@@ -287,6 +287,16 @@ fn io_failures_are_errors_that_name_the_path() {
         AtomicBloomFilter::load(&dir),
         Err(Error::Io { .. })
     ));
+    // Nor can one be saved over: the rename fails after the whole file was written, and the
+    // temporary file is removed.
+    std::fs::create_dir(dir.join("taken")).unwrap();
+    std::fs::write(dir.join("taken").join("inside"), b"x").unwrap();
+    match filter.save(dir.join("taken")) {
+        Err(Error::Io { message, .. }) => assert!(message.contains("taken"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(files_in(&dir), ["taken"]);
+    assert_eq!(files_in(&dir.join("taken")), ["inside"]);
     // A writer that fails midway: the error is returned, not a panic.
     struct Full(usize);
     impl std::io::Write for Full {
@@ -824,6 +834,59 @@ fn maps_load_what_they_remembered() {
         Err(Error::WrongStructure { .. })
     ));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The maps' files, byte by byte as the format notes describe them (kinds 3 and 4): header
+/// fields, the overwrite map's slots, the exact map's bitmap and length-prefixed keys.
+#[test]
+fn map_files_are_laid_out_as_the_format_notes_say() {
+    const N: u64 = 70;
+    let u64_at = |file: &[u8], at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
+    // The hash whose slot is `slot` (`(h1 × N) >> 64`).
+    let at = |slot: u64, h2: u64| seen::hash::Hash128 {
+        h1: ((u128::from(slot) << 64).div_ceil(u128::from(N))) as u64,
+        h2,
+    };
+    // 86 fixed bytes and the 13 of "seen/xxh3-128", to a multiple of 8, and the checksum.
+    const H: usize = 112;
+    let check_header = |file: &[u8], kind: u8, payload: u64, records: u64| {
+        assert_eq!(
+            u32::from_le_bytes(file[12..16].try_into().unwrap()),
+            H as u32
+        );
+        assert_eq!((file[16], file[17]), (kind, 0));
+        assert_eq!(&file[20..48], &[0; 28][..]); // k, capacity, both rates
+        assert_eq!(u64_at(file, 48), N);
+        assert_eq!(u64_at(file, 56), payload);
+        assert_eq!(u64_at(file, 64), records);
+        assert_eq!(file.len(), H + payload as usize + 8); // one chunk
+        let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&file[H..file.len() - 8], 0);
+        assert_eq!(u64_at(file, file.len() - 8), sum);
+    };
+
+    let map = OverwriteMap::with_buckets(N).unwrap();
+    map.insert_hash(at(0, 7));
+    map.insert_hash(at(69, 0)); // the fingerprint is max(h2, 1)
+    let mut file = Vec::new();
+    map.write_to(&mut file).unwrap();
+    check_header(&file, 3, 8 * N, 0);
+    let slots: Vec<u64> = (0..N as usize).map(|i| u64_at(&file, H + 8 * i)).collect();
+    let mut expected = vec![0; N as usize];
+    (expected[0], expected[69]) = (7, 1);
+    assert_eq!(slots, expected);
+
+    let exact = ExactOverwriteMap::with_buckets(N).unwrap();
+    exact.insert_hash(at(69, 0), "xy");
+    exact.insert_hash(at(3, 0), "abc");
+    exact.insert_hash(at(64, 0), "");
+    let mut file = Vec::new();
+    exact.write_to(&mut file).unwrap();
+    check_header(&file, 4, 16 + 7 + 4 + 6, 3);
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&(1u64 << 3).to_le_bytes());
+    payload.extend_from_slice(&(1u64 | 1 << 5).to_le_bytes());
+    payload.extend_from_slice(b"\x03\0\0\0abc\0\0\0\0\x02\0\0\0xy");
+    assert_eq!(&file[H..file.len() - 8], &payload[..]);
 }
 
 /// Two threads insert into a map while a third saves: every key a writer published before a

@@ -121,7 +121,8 @@ const TEMP_NAME_BYTES: usize = 128;
 /// whole new one, never a mix: the bytes go to a new temporary file in the same directory,
 /// which is flushed to disk (`fsync`) and renamed over `path`; then the directory is flushed
 /// so that the rename itself survives a power loss (on Unix; elsewhere the platform's rename).
-/// On error the temporary file is removed and `path` is untouched.
+/// On error the temporary file is removed and `path` is untouched, unless the error is the
+/// directory's flush, after the rename.
 pub(crate) fn save_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<&File>) -> Result<(), Error>,
@@ -233,7 +234,9 @@ macro_rules! file_methods {
             /// # Errors
             ///
             /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
-            /// the temporary file removed.
+            /// the temporary file removed, except when only the last step, flushing the
+            /// directory, failed: the new file is then in place, but a power loss may undo
+            /// the rename.
             pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
                 $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
             }

@@ -109,8 +109,9 @@ impl Error {
 }
 
 /// What is wrong with a file that is not a well-formed file of this crate
-/// ([`Error::Corrupt`]). Every check is made before the structure is built, and no allocation
-/// is larger than what the input has delivered so far.
+/// ([`Error::Corrupt`]). Every check is made before the structure is built, and allocations
+/// follow what the input has delivered so far (at most about twice it; an exact map's table, 8
+/// bytes per bucket, after its bitmap of one bit per bucket has arrived).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Corruption {

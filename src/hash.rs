@@ -90,7 +90,8 @@ pub trait ItemHasher {
     /// written with it is loaded only by `read_from_trusting_hasher`.
     ///
     /// Implement it for a hasher of your own only if its output is stable across runs,
-    /// processes and platforms, and change the name whenever the output changes.
+    /// processes and platforms, and change the name whenever the output changes. An empty
+    /// name counts as no name (`None`): the seed is then not recorded either.
     ///
     /// ```
     /// use seen::hash::{ItemHasher, StableHasher};

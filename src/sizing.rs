@@ -472,7 +472,7 @@ fn check_probability(p: f64) -> Result<(), Error> {
 
 /// The most bits a filter may have: what a `u64` counts and what this machine can allocate
 /// (`isize::MAX` bytes).
-fn max_bits() -> u64 {
+pub(crate) fn max_bits() -> u64 {
     (isize::MAX as u64).saturating_mul(8)
 }
 

@@ -136,6 +136,52 @@ fn the_seed_travels_with_the_file_and_other_hashers_are_checked() {
     assert!(message.contains("read_from_trusting_hasher"), "{message}");
 }
 
+/// A hasher of the caller's own that names itself `name`, seed `seed` (and hashes as the
+/// default one).
+#[derive(Clone, Debug)]
+struct Named(&'static str, u64);
+
+impl ItemHasher for Named {
+    fn hash_item<T: std::hash::Hash + ?Sized>(&self, item: &T) -> seen::hash::Hash128 {
+        StableHasher::new().hash_item(item)
+    }
+    fn hash_bytes(&self, bytes: &[u8]) -> seen::hash::Hash128 {
+        StableHasher::new().hash_bytes(bytes)
+    }
+    fn identity(&self) -> Option<seen::hash::HasherIdentity> {
+        Some(seen::hash::HasherIdentity::new(self.0, self.1))
+    }
+}
+
+/// An identity with an empty name is no name: the file records none (and no seed), loads when
+/// the caller vouches for the hasher, and is never a file this crate wrote but cannot read (it
+/// wrote the seed of an unnamed hasher, which the reader refuses as corrupt).
+#[test]
+fn a_hasher_with_an_empty_name_writes_a_file_of_an_unnamed_hasher() {
+    for seed in [0, 5] {
+        let filter = AtomicBloomFilter::builder(1000)
+            .hasher(Named("", seed))
+            .build()
+            .unwrap();
+        filter.insert("a");
+        let file = bytes_of(&filter);
+        let trusted = AtomicBloomFilter::read_from_trusting_hasher(&file[..], Named("", seed));
+        assert!(trusted.unwrap().contains("a"), "seed {seed}");
+        assert!(matches!(
+            AtomicBloomFilter::read_from_with_hasher(&file[..], Named("", seed)),
+            Err(Error::HasherMismatch {
+                file: None,
+                given: None
+            })
+        ));
+        let unnamed = AtomicBloomFilter::builder(1000)
+            .hasher(std::hash::RandomState::new())
+            .build()
+            .unwrap();
+        assert_eq!(file.len(), bytes_of(&unnamed).len());
+    }
+}
+
 #[test]
 fn save_replaces_the_file_whole_and_leaves_no_temporary_file() {
     let dir = scratch("save");
@@ -164,6 +210,64 @@ fn save_replaces_the_file_whole_and_leaves_no_temporary_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The temporary file's name must fit the file system's limit (255 bytes on the usual ones)
+/// whenever the target's does: a 250-byte name, and a non-UTF-8 one that a lossy conversion
+/// would triple, both save.
+#[test]
+fn save_takes_any_file_name_the_file_system_takes() {
+    let dir = scratch("long-name");
+    let filter = bloom(1000, 0.01, Layout::Word);
+    filter.insert("a");
+    let mut names = vec![std::ffi::OsString::from("n".repeat(250))];
+    #[cfg(unix)]
+    names.push(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&[0xff; 200]).to_os_string(),
+    );
+    for name in names {
+        let path = dir.join(&name);
+        filter.save(&path).unwrap();
+        assert!(AtomicBloomFilter::load(&path).unwrap().contains("a"));
+        std::fs::remove_file(&path).unwrap();
+        assert!(files_in(&dir).is_empty());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A path that is not a regular file (a named pipe: `load <(zcat filter.seen.gz)`) has no
+/// length to check the header against (its metadata says 0): it is read as a stream, not
+/// refused as truncated.
+#[cfg(unix)]
+#[test]
+fn load_reads_a_named_pipe_as_a_stream() {
+    let dir = scratch("fifo");
+    let pipe = dir.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&pipe).status();
+    if !made.is_ok_and(|s| s.success()) {
+        return; // no mkfifo here: nothing to test
+    }
+    let filter = bloom(1000, 0.01, Layout::Line);
+    filter.insert("a");
+    for extra in [&[][..], &[0][..]] {
+        let mut file = bytes_of(&filter);
+        file.extend_from_slice(extra);
+        let writer = {
+            let pipe = pipe.clone();
+            std::thread::spawn(move || std::fs::write(pipe, file))
+        };
+        let loaded = AtomicBloomFilter::load(&pipe);
+        let _ = writer.join().unwrap(); // a broken pipe if the load stopped early
+        if extra.is_empty() {
+            assert!(loaded.unwrap().contains("a"));
+        } else {
+            assert_eq!(
+                loaded.unwrap_err(),
+                Error::Corrupt(Corruption::TrailingBytes)
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn io_failures_are_errors_that_name_the_path() {
     let dir = scratch("io");
@@ -186,6 +290,16 @@ fn io_failures_are_errors_that_name_the_path() {
         AtomicBloomFilter::load(&dir),
         Err(Error::Io { .. })
     ));
+    // Nor can one be saved over: the rename fails after the whole file was written, and the
+    // temporary file is removed.
+    std::fs::create_dir(dir.join("taken")).unwrap();
+    std::fs::write(dir.join("taken").join("inside"), b"x").unwrap();
+    match filter.save(dir.join("taken")) {
+        Err(Error::Io { message, .. }) => assert!(message.contains("taken"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(files_in(&dir), ["taken"]);
+    assert_eq!(files_in(&dir.join("taken")), ["inside"]);
     // A writer that fails midway: the error is returned, not a panic.
     struct Full(usize);
     impl std::io::Write for Full {
@@ -311,6 +425,22 @@ fn crafted_headers_are_refused_for_what_they_say() {
     );
     assert!(input.is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// 2^55 lines of the line layout: the blocks and the payload length (2^61 bytes) agree and fit
+/// a `u64`, but the bits (2^64) do not. Refused as too large, before the bits are counted (the
+/// count overflowed: a panic in a debug build, a sizing of 0 bits in a release one).
+#[test]
+fn a_header_whose_bits_overflow_a_u64_is_refused() {
+    let good = bytes_of(&bloom(1000, 0.01, Layout::Line));
+    let mut huge = good[..good.len() - 64 - 8].to_vec();
+    put_u64(&mut huge, 48, 1 << 55); // line blocks
+    put_u64(&mut huge, 56, 1 << 61); // payload bytes
+    huge.extend_from_slice(&[0; 100]);
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&huge[..]),
+        Err(Error::TooLarge { what: "bits", .. })
+    ));
 }
 
 /// The keys the golden files hold, and the keys their false positives are counted on.
@@ -748,6 +878,59 @@ fn maps_load_what_they_remembered() {
         Err(Error::WrongStructure { .. })
     ));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The maps' files, byte by byte as the format notes describe them (kinds 3 and 4): header
+/// fields, the overwrite map's slots, the exact map's bitmap and length-prefixed keys.
+#[test]
+fn map_files_are_laid_out_as_the_format_notes_say() {
+    const N: u64 = 70;
+    let u64_at = |file: &[u8], at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
+    // The hash whose slot is `slot` (`(h1 × N) >> 64`).
+    let at = |slot: u64, h2: u64| seen::hash::Hash128 {
+        h1: ((u128::from(slot) << 64).div_ceil(u128::from(N))) as u64,
+        h2,
+    };
+    // 86 fixed bytes and the 13 of "seen/xxh3-128", to a multiple of 8, and the checksum.
+    const H: usize = 112;
+    let check_header = |file: &[u8], kind: u8, payload: u64, records: u64| {
+        assert_eq!(
+            u32::from_le_bytes(file[12..16].try_into().unwrap()),
+            H as u32
+        );
+        assert_eq!((file[16], file[17]), (kind, 0));
+        assert_eq!(&file[20..48], &[0; 28][..]); // k, capacity, both rates
+        assert_eq!(u64_at(file, 48), N);
+        assert_eq!(u64_at(file, 56), payload);
+        assert_eq!(u64_at(file, 64), records);
+        assert_eq!(file.len(), H + payload as usize + 8); // one chunk
+        let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&file[H..file.len() - 8], 0);
+        assert_eq!(u64_at(file, file.len() - 8), sum);
+    };
+
+    let map = OverwriteMap::with_buckets(N).unwrap();
+    map.insert_hash(at(0, 7));
+    map.insert_hash(at(69, 0)); // the fingerprint is max(h2, 1)
+    let mut file = Vec::new();
+    map.write_to(&mut file).unwrap();
+    check_header(&file, 3, 8 * N, 0);
+    let slots: Vec<u64> = (0..N as usize).map(|i| u64_at(&file, H + 8 * i)).collect();
+    let mut expected = vec![0; N as usize];
+    (expected[0], expected[69]) = (7, 1);
+    assert_eq!(slots, expected);
+
+    let exact = ExactOverwriteMap::with_buckets(N).unwrap();
+    exact.insert_hash(at(69, 0), "xy");
+    exact.insert_hash(at(3, 0), "abc");
+    exact.insert_hash(at(64, 0), "");
+    let mut file = Vec::new();
+    exact.write_to(&mut file).unwrap();
+    check_header(&file, 4, 16 + 7 + 4 + 6, 3);
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&(1u64 << 3).to_le_bytes());
+    payload.extend_from_slice(&(1u64 | 1 << 5).to_le_bytes());
+    payload.extend_from_slice(b"\x03\0\0\0abc\0\0\0\0\x02\0\0\0xy");
+    assert_eq!(&file[H..file.len() - 8], &payload[..]);
 }
 
 /// Two threads insert into a map while a third saves: every key a writer published before a

@@ -8,7 +8,7 @@ use crate::bits::read_boxed_slice;
 use crate::error::Corruption;
 use crate::hash::{Hash128, HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::write_file;
+use crate::persist::{identity_of, write_file};
 use crate::sizing::BlockedSizing;
 use crate::sync::SharedWords;
 use crate::{Error, Layout};
@@ -74,18 +74,21 @@ fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Err
     if payload != Some(header.payload_bytes) || (record_bytes == 0 && header.records != 0) {
         return Err(bad("payload length disagrees with the blocks and records"));
     }
-    if usize::try_from(header.payload_bytes).is_err() {
-        return Err(Error::TooLarge {
+    // The limit of the constructors: the bits fit a `u64` and their bytes an allocation.
+    let limit = crate::sizing::max_bits();
+    let bits = lines
+        .checked_mul(512)
+        .filter(|&bits| bits < limit)
+        .ok_or(Error::TooLarge {
             what: "bits",
-            requested: header.payload_bytes as f64 * 8.0,
-            limit: usize::MAX as u64,
-        });
-    }
+            requested: lines as f64 * 512.0,
+            limit,
+        })?;
     Ok(BlockedSizing {
         layout,
         capacity: header.capacity,
         fpr: header.fpr,
-        bits: lines * 512,
+        bits,
         blocks: header.blocks,
         hashes: header.hashes,
         expected_fpr: header.expected_fpr,
@@ -156,7 +159,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
-        let header = bloom_header(&self.sizing, self.hasher.identity());
+        let header = bloom_header(&self.sizing, identity_of(&self.hasher));
         write_file(out, &header, |chunks| {
             self.bits.write_words(|bytes| chunks.write(bytes))
         })
@@ -184,7 +187,7 @@ impl<H: ItemHasher> FrozenBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
-        let header = bloom_header(&self.sizing, self.hasher.identity());
+        let header = bloom_header(&self.sizing, identity_of(&self.hasher));
         write_file(out, &header, |chunks| {
             self.write_words(&mut |bytes| chunks.write(bytes))
         })
@@ -228,7 +231,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// [`Error::Io`] when writing fails.
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
         let (snapshot, pending) = self.saved_state();
-        let mut header = bloom_header(&snapshot.sizing, snapshot.hasher.identity());
+        let mut header = bloom_header(&snapshot.sizing, identity_of(&snapshot.hasher));
         header.kind = Kind::SemiBloom;
         header.records = pending.len() as u64;
         header.payload_bytes += 16 * pending.len() as u64;

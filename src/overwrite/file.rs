@@ -4,7 +4,8 @@
 //! - [`ExactOverwriteMap`]: a bitmap of the occupied slots (one bit per bucket, in 64-bit
 //!   little-endian words), then each occupied slot's key in slot order: its length as a
 //!   little-endian `u32`, then its bytes. The bitmap makes every file at least one bit per
-//!   bucket long, so the table a load allocates is bounded by the file's length.
+//!   bucket long, so the table a load allocates (8 bytes per bucket) is at most 64 times the
+//!   file's length. The byte-by-byte layout: [the format notes](crate::docs::format).
 
 use std::io::{Read, Write};
 
@@ -14,7 +15,7 @@ use crate::bits::read_boxed_slice;
 use crate::error::Corruption;
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::write_file;
+use crate::persist::{identity_of, write_file};
 use crate::sync::Ordering::Relaxed;
 use crate::sync::{Arc, ArcCell, AtomicU64};
 
@@ -107,7 +108,7 @@ impl<H: ItemHasher> OverwriteMap<H> {
             buckets,
             buckets * 8,
             0,
-            self.hasher.identity(),
+            identity_of(&self.hasher),
         );
         write_file(out, &header, |chunks| {
             let mut buf = Vec::with_capacity(8 << 10);
@@ -159,7 +160,8 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// # Errors
     ///
     /// [`Error::Io`] when writing fails; [`Error::AllocationFailed`] when the 8 bytes per
-    /// bucket are not there.
+    /// bucket are not there; [`Error::InvalidParameter`] for a key of 4 GiB or more, which the
+    /// format cannot hold. What was written is then not a whole file.
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
         let mut entries: Vec<Arc<super::exact::Entry>> = Vec::new();
         entries
@@ -179,7 +181,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
             self.slots.len() as u64,
             bitmap_bytes + key_bytes,
             records,
-            self.hasher.identity(),
+            identity_of(&self.hasher),
         );
         write_file(out, &header, |chunks| {
             for part in entries.chunks(64) {

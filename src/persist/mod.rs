@@ -68,6 +68,12 @@ pub(crate) fn read_file<R: Read, H, T>(
     Ok(value)
 }
 
+/// `hasher`'s identity as files record it and loads compare it: an empty name names nothing,
+/// so it is no identity (the file then records no seed either, as the format requires).
+pub(crate) fn identity_of(hasher: &impl ItemHasher) -> Option<HasherIdentity> {
+    hasher.identity().filter(|id| !id.name().is_empty())
+}
+
 /// The default hasher with the file's seed, if the file names it.
 pub(crate) fn stable_hasher(file: &Option<HasherIdentity>) -> Result<StableHasher, Error> {
     match file {
@@ -98,7 +104,7 @@ impl HasherCheck {
         if self == Self::Trust {
             return Ok(given);
         }
-        match (file, given.identity()) {
+        match (file, identity_of(&given)) {
             (Some(a), Some(b)) if *a == b => Ok(given),
             (_, identity) => Err(Error::HasherMismatch {
                 file: file.clone(),
@@ -108,11 +114,15 @@ impl HasherCheck {
     }
 }
 
+/// The most bytes of the target's name that a temporary file's name repeats.
+const TEMP_NAME_BYTES: usize = 128;
+
 /// Writes a file at `path` so that a crash at any moment leaves either the old file or the
 /// whole new one, never a mix: the bytes go to a new temporary file in the same directory,
 /// which is flushed to disk (`fsync`) and renamed over `path`; then the directory is flushed
 /// so that the rename itself survives a power loss (on Unix; elsewhere the platform's rename).
-/// On error the temporary file is removed and `path` is untouched.
+/// On error the temporary file is removed and `path` is untouched, unless the error is the
+/// directory's flush, after the rename.
 pub(crate) fn save_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<&File>) -> Result<(), Error>,
@@ -121,7 +131,7 @@ pub(crate) fn save_atomically(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path
+    let mut name = path
         .file_name()
         .ok_or_else(|| Error::Io {
             kind: std::io::ErrorKind::InvalidInput,
@@ -129,6 +139,14 @@ pub(crate) fn save_atomically(
         })?
         .to_string_lossy()
         .into_owned();
+    // The temporary file's name starts with the target's, so that a stray one (left by a
+    // crash) says whose it is; cut to leave room for the suffix within the usual 255-byte limit
+    // on a name (a target's name near it, or one that the lossy conversion made longer).
+    let cut = (0..=name.len().min(TEMP_NAME_BYTES))
+        .rev()
+        .find(|&i| name.is_char_boundary(i))
+        .unwrap_or(0);
+    name.truncate(cut);
     // A name no other save is using: the first free one (savers racing for a name retry).
     let (temp, file) = (0u32..)
         .map(|n| {
@@ -174,17 +192,18 @@ fn sync_dir(_dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens `path` and hands `read` a buffered reader and the file's length; then checks that
-/// `read` consumed the whole file.
+/// Opens `path` and hands `read` a buffered reader and the file's length (`None` for what is
+/// not a regular file, a named pipe say, whose metadata has no length: it is read as a
+/// stream); then checks that `read` consumed the whole file.
 pub(crate) fn load_file<T>(
     path: &Path,
-    read: impl FnOnce(&mut BufReader<File>, u64) -> Result<T, Error>,
+    read: impl FnOnce(&mut BufReader<File>, Option<u64>) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let file = File::open(path).map_err(|e| Error::io_at(path, "open", &e))?;
-    let len = file
+    let metadata = file
         .metadata()
-        .map_err(|e| Error::io_at(path, "read the length of", &e))?
-        .len();
+        .map_err(|e| Error::io_at(path, "read the length of", &e))?;
+    let len = metadata.is_file().then_some(metadata.len());
     let mut input = BufReader::with_capacity(1 << 16, file);
     let value = read(&mut input, len).map_err(|e| match e {
         Error::Io { kind, message } => Error::Io {
@@ -193,11 +212,11 @@ pub(crate) fn load_file<T>(
         },
         other => other,
     })?;
-    let mut probe = [0u8; 1];
-    match input.read(&mut probe) {
-        Ok(0) => Ok(value),
-        Ok(_) => Err(Error::Corrupt(Corruption::TrailingBytes)),
-        Err(e) => Err(Error::io_at(path, "read", &e)),
+    // One more byte (`Bytes` retries a read that a signal interrupted, as a pipe's may be).
+    match input.bytes().next() {
+        None => Ok(value),
+        Some(Ok(_)) => Err(Error::Corrupt(Corruption::TrailingBytes)),
+        Some(Err(e)) => Err(Error::io_at(path, "read", &e)),
     }
 }
 
@@ -216,7 +235,9 @@ macro_rules! file_methods {
             /// # Errors
             ///
             /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
-            /// the temporary file removed.
+            /// the temporary file removed, except when only the last step, flushing the
+            /// directory, failed: the new file is then in place, but a power loss may undo
+            /// the rename.
             pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
                 $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
             }
@@ -228,8 +249,10 @@ macro_rules! file_methods {
             ///
             /// Streaming: the payload is read into the structure directly, and the allocation
             /// grows with the bytes that arrive, so a header that promises more than the input
-            /// holds costs no more than the input. Reads exactly one file: bytes after it are
-            /// left in `input`.
+            /// holds costs about twice the input at most (an exact map's table, 8 bytes per
+            /// bucket, is allocated once its bitmap, one bit per bucket, has arrived: 64 times
+            /// that part of the input). Reads exactly one file: bytes after it are left in
+            /// `input`.
             ///
             /// # Errors
             ///
@@ -239,6 +262,8 @@ macro_rules! file_methods {
             /// [`Error::UnsupportedVersion`](crate::Error::UnsupportedVersion),
             /// [`Error::WrongStructure`](crate::Error::WrongStructure);
             /// [`Error::Io`](crate::Error::Io) when reading fails;
+            /// [`Error::TooLarge`](crate::Error::TooLarge) for a header whose sizes are well
+            /// formed but more than this machine can hold (or a `u64` count, for the bits);
             /// [`Error::AllocationFailed`](crate::Error::AllocationFailed).
             pub fn read_from_with_hasher<R: std::io::Read>(
                 input: R,
@@ -270,7 +295,9 @@ macro_rules! file_methods {
 
             /// [`read_from_with_hasher`](Self::read_from_with_hasher) of the file at `path`.
             /// The header's sizes are checked against the file's length before anything is
-            /// allocated, and bytes after the end of the file's structure are an error.
+            /// allocated, and bytes after the end of the file's structure are an error. A path
+            /// that is not a regular file (a named pipe) is read as a stream, as by
+            /// `read_from`, then checked for bytes after the end.
             ///
             /// # Errors
             ///
@@ -281,7 +308,7 @@ macro_rules! file_methods {
                 hasher: H,
             ) -> Result<Self, $crate::Error> {
                 $crate::persist::load_file(path.as_ref(), |input, len| {
-                    Self::read_with(input, Some(len), |file| {
+                    Self::read_with(input, len, |file| {
                         $crate::persist::HasherCheck::Verify.pick(file, hasher)
                     })
                 })
@@ -319,7 +346,7 @@ macro_rules! file_methods {
             /// path.
             pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, $crate::Error> {
                 $crate::persist::load_file(path.as_ref(), |input, len| {
-                    Self::read_with(input, Some(len), $crate::persist::stable_hasher)
+                    Self::read_with(input, len, $crate::persist::stable_hasher)
                 })
             }
         }

@@ -47,20 +47,22 @@ pub(crate) fn try_boxed_slice<T>(len: usize, make: impl FnMut() -> T) -> Result<
     Ok(v.into_boxed_slice())
 }
 
-/// `len` values, each made by `make` from `N` bytes that `next` reads. When `length_checked`
-/// (the input is known to hold them all), the whole table is allocated at once (and advised
-/// onto huge pages); otherwise the allocation grows as the values arrive, so an input whose
-/// header promises more than it holds fails with `next`'s error having cost at most twice what
-/// it delivered.
+/// `len` values, each made by `make` from `N` bytes of what `next` reads (`next` fills the
+/// slice it is given, a batch of up to 16 KiB at a time). When `length_checked` (the input is
+/// known to hold them all), the whole table is allocated at once (and advised onto huge pages);
+/// otherwise the allocation grows as the values arrive, so an input whose header promises more
+/// than it holds fails with `next`'s error having cost at most twice what it delivered.
 pub(crate) fn read_boxed_slice<T, const N: usize>(
     len: usize,
     length_checked: bool,
-    mut next: impl FnMut(&mut [u8; N]) -> Result<(), Error>,
+    mut next: impl FnMut(&mut [u8]) -> Result<(), Error>,
     make: impl Fn(&[u8; N]) -> T,
 ) -> Result<Box<[T]>, Error> {
+    const BATCH_BYTES: usize = 16 << 10;
+    let batch = (BATCH_BYTES / N).max(1);
     let first = (FIRST_READ_BYTES / N).max(1);
     let mut v: Vec<T> = Vec::new();
-    let mut bytes = [0u8; N];
+    let mut bytes = vec![0u8; batch.min(len) * N];
     while v.len() < len {
         if v.len() == v.capacity() {
             let want = if length_checked {
@@ -77,8 +79,13 @@ pub(crate) fn read_boxed_slice<T, const N: usize>(
                 crate::os::advise_huge_pages(v.spare_capacity_mut().as_ptr() as usize, spare);
             }
         }
-        next(&mut bytes)?;
-        v.push(make(&bytes));
+        let take = batch.min(len - v.len()).min(v.capacity() - v.len());
+        let buf = &mut bytes[..take * N];
+        next(buf)?;
+        v.extend(
+            buf.chunks_exact(N)
+                .map(|value| make(value.try_into().expect("N bytes"))),
+        );
     }
     Ok(v.into_boxed_slice())
 }
@@ -165,7 +172,7 @@ impl AtomicBits {
     pub(crate) fn read_lines(
         lines: usize,
         length_checked: bool,
-        next: impl FnMut(&mut [u8; 64]) -> Result<(), Error>,
+        next: impl FnMut(&mut [u8]) -> Result<(), Error>,
     ) -> Result<Self, Error> {
         Ok(Self {
             lines: read_boxed_slice(lines, length_checked, next, Line::from_le_bytes)?,

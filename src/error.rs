@@ -79,6 +79,14 @@ pub enum Error {
         /// The hasher given (`None`: it does not name itself).
         given: Option<HasherIdentity>,
     },
+    /// Two filters that cannot be merged ([`union`](crate::AtomicBloomFilter::union),
+    /// [`intersect`](crate::AtomicBloomFilter::intersect)): the parameter in which they differ.
+    /// Merging needs the same layout, blocks, `k` and hasher, or the merged bits would place
+    /// the same item in two places.
+    Incompatible {
+        /// What differs: `"layout"`, `"blocks"`, `"hashes"` or `"hasher"`.
+        what: &'static str,
+    },
     /// The requested structure is larger than a `u64` can count or this machine can address.
     TooLarge {
         /// What was being computed (`"bits"`, `"buckets"`, `"insertions"`).
@@ -207,6 +215,11 @@ impl fmt::Display for Error {
                      if it is that hasher"
                 ),
             },
+            Self::Incompatible { what } => write!(
+                f,
+                "the filters differ in {what}: only filters of the same layout, blocks, \
+                 positions per item and hasher can be merged"
+            ),
             Self::TooLarge {
                 what,
                 requested,

@@ -578,6 +578,111 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         self.bits.clear();
     }
 
+    /// Adds every item of `other` to this filter: an OR of the bits, word by word, with one
+    /// `fetch_or` per word that gains bits. Both filters must have the same layout, blocks,
+    /// `k` and hasher (the capacity and target rate may differ: they are what the blocks were
+    /// sized from); a filter loaded from another process's file qualifies, which is how shards
+    /// built by several workers become one filter.
+    ///
+    /// Lock-free, on `&self` and `&other`, while other threads insert into and query either
+    /// filter: every item inserted into `other` before the union began is in `self` when it
+    /// returns, and no item of `self` is lost (bits are only added). A lookup racing the union
+    /// may see some of `other`'s items and not others. The rate of false positives afterwards
+    /// is that of a filter holding both sets ([`estimated_len`](Self::estimated_len) estimates
+    /// the union's size, items in both counted once).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Incompatible`] naming the first parameter that differs; the filter is then
+    /// unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::AtomicBloomFilter;
+    /// let monday = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// let tuesday = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// monday.insert("a");
+    /// tuesday.insert("b");
+    /// monday.union(&tuesday)?;
+    /// assert!(monday.contains("a") && monday.contains("b"));
+    /// let other = AtomicBloomFilter::with_capacity(2000, 0.01)?;
+    /// assert!(matches!(monday.union(&other), Err(seen::Error::Incompatible { what: "blocks" })));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn union(&self, other: &Self) -> Result<(), Error> {
+        self.check_mergeable(other)?;
+        for i in 0..self.bits.words() {
+            let theirs = other.bits.word(i).load(Relaxed);
+            let word = self.bits.word(i);
+            // Skip the locked instruction where nothing would change (most words, when the
+            // filters hold similar sets).
+            if theirs & !word.load(Relaxed) != 0 {
+                word.fetch_or(theirs, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps only the bits set in both filters: afterwards `contains(x)` is `true` for every
+    /// `x` inserted into both, and for fewer other items than either filter alone. Like every
+    /// Bloom filter intersection it is approximate: an item inserted into only one of them can
+    /// still be reported, with at most the false-positive rate of either filter.
+    ///
+    /// Takes `&mut self`: clearing bits while other threads insert would lose their items
+    /// (an insert that returned `true` must stay found). Same requirements as
+    /// [`union`](Self::union).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Incompatible`], the filter unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::AtomicBloomFilter;
+    /// let mut a = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// let b = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// a.insert("both");
+    /// b.insert("both");
+    /// a.insert("only a");
+    /// a.intersect(&b)?;
+    /// assert!(a.contains("both"));
+    /// assert!(!a.contains("only a")); // true here with probability about 1%
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn intersect(&mut self, other: &Self) -> Result<(), Error> {
+        self.check_mergeable(other)?;
+        for i in 0..self.bits.words() {
+            let theirs = other.bits.word(i).load(Relaxed);
+            self.bits.word(i).fetch_and(theirs, Relaxed);
+        }
+        Ok(())
+    }
+
+    /// `Ok` if `other`'s bits sit where this filter's would: same layout, blocks, `k`, hasher.
+    fn check_mergeable(&self, other: &Self) -> Result<(), Error> {
+        let (a, b) = (&self.sizing, &other.sizing);
+        let differs = if a.layout != b.layout {
+            Some("layout")
+        } else if a.blocks != b.blocks || a.bits != b.bits {
+            Some("blocks")
+        } else if a.hashes != b.hashes {
+            Some("hashes")
+        } else if crate::persist::identity_of(&self.hasher).is_none()
+            || crate::persist::identity_of(&self.hasher)
+                != crate::persist::identity_of(&other.hasher)
+        {
+            Some("hasher")
+        } else {
+            None
+        };
+        match differs {
+            Some(what) => Err(Error::Incompatible { what }),
+            None => Ok(()),
+        }
+    }
+
     /// The line layout's draws of `item`, (word, bit) in draw order, for the loom models that
     /// need items whose bits overlap in a given way.
     #[cfg(all(test, seen_loom))]

@@ -269,7 +269,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             let segment = read_boxed_slice(
                 len,
                 checked,
-                |bytes: &mut [u8; 8]| payload.read_exact(bytes),
+                |bytes| payload.read_exact(bytes),
                 |bytes| u64::from_le_bytes(*bytes),
             )?;
             segments.push(SharedWords::new(segment));
@@ -280,8 +280,8 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         let pending = read_boxed_slice(
             records,
             checked,
-            |bytes: &mut [u8; 16]| payload.read_exact(bytes),
-            |bytes| Hash128 {
+            |bytes| payload.read_exact(bytes),
+            |bytes: &[u8; 16]| Hash128 {
                 h1: u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
                 h2: u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
             },

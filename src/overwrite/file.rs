@@ -138,7 +138,7 @@ impl<H> OverwriteMap<H> {
         let slots = read_boxed_slice(
             buckets,
             checked,
-            |bytes: &mut [u8; 8]| payload.read_exact(bytes),
+            |bytes| payload.read_exact(bytes),
             |bytes| AtomicU64::new(u64::from_le_bytes(*bytes)),
         )?;
         Ok(Self { slots, hasher })
@@ -228,7 +228,7 @@ impl<H> ExactOverwriteMap<H> {
         let bitmap = read_boxed_slice(
             bitmap_words,
             checked,
-            |bytes: &mut [u8; 8]| payload.read_exact(bytes),
+            |bytes| payload.read_exact(bytes),
             |bytes| u64::from_le_bytes(*bytes),
         )?;
         let occupied: u64 = bitmap.iter().map(|w| u64::from(w.count_ones())).sum();

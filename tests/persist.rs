@@ -1207,3 +1207,78 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
         assert!(into_source.iter().all(|k| target.contains(k)));
     }
 }
+
+/// Exports each structure in pieces of several sizes and imports them back: the same bytes as
+/// `write_to`; a piece dropped, repeated or swapped is refused, an extra one too.
+#[test]
+fn chunked_export_and_import_move_every_structure_through_a_size_limited_store() {
+    macro_rules! check {
+        ($structure:expr, $type:ty) => {{
+            let structure = $structure;
+            let mut whole = Vec::new();
+            structure.write_to(&mut whole).unwrap();
+            for max in [1, 7, 64, 1000, whole.len() - 1, whole.len(), 1 << 30] {
+                let mut pieces: Vec<Vec<u8>> = Vec::new();
+                let count = structure
+                    .export_chunks(max, |piece| {
+                        pieces.push(piece.to_vec());
+                        Ok(())
+                    })
+                    .unwrap();
+                assert_eq!(count as usize, pieces.len());
+                assert!(pieces.iter().all(|p| p.len() <= max && !p.is_empty()));
+                assert_eq!(pieces.concat(), whole, "{max}");
+                let loaded = <$type>::import_chunks(&pieces).unwrap();
+                let mut again = Vec::new();
+                loaded.write_to(&mut again).unwrap();
+                if max == 1000 {
+                    // Damaged transfers: every one refused.
+                    let mut dropped = pieces.clone();
+                    dropped.remove(dropped.len() / 2);
+                    assert!(matches!(
+                        <$type>::import_chunks(&dropped),
+                        Err(Error::Corrupt(_))
+                    ));
+                    let mut repeated = pieces.clone();
+                    repeated.insert(repeated.len() / 2, pieces[pieces.len() / 2].clone());
+                    assert!(matches!(
+                        <$type>::import_chunks(&repeated),
+                        Err(Error::Corrupt(_))
+                    ));
+                    let mut swapped = pieces.clone();
+                    let n = swapped.len();
+                    swapped.swap(n / 2, n / 2 + 1);
+                    assert!(<$type>::import_chunks(&swapped).is_err());
+                    let mut extra = pieces.clone();
+                    extra.push(vec![0]);
+                    assert_eq!(
+                        <$type>::import_chunks(&extra).unwrap_err(),
+                        Error::Corrupt(Corruption::TrailingBytes)
+                    );
+                }
+            }
+            assert!(matches!(
+                structure.export_chunks(0, |_| Ok(())),
+                Err(Error::InvalidParameter(_))
+            ));
+            let failing =
+                structure.export_chunks(100, |_| Err(std::io::Error::other("store down")));
+            assert!(matches!(failing, Err(Error::Io { .. })));
+        }};
+    }
+    let keys = common::keys(90, 5_000);
+    let filter = bloom(10_000, 0.01, Layout::Line);
+    filter.insert_all(&keys);
+    check!(&filter, AtomicBloomFilter);
+    let mut semi = SemiConcurrentBloomFilter::with_capacity(10_000, 0.01).unwrap();
+    semi.extend(&keys[..4_500]);
+    semi.compact();
+    semi.extend(&keys[4_500..]);
+    check!(&semi, SemiConcurrentBloomFilter);
+    let mut map = OverwriteMap::with_buckets(10_000).unwrap();
+    map.extend(&keys);
+    check!(&map, OverwriteMap);
+    let exact = ExactOverwriteMap::with_buckets(10_000).unwrap();
+    keys.iter().for_each(|k| _ = exact.insert(&k.to_le_bytes()));
+    check!(&exact, ExactOverwriteMap);
+}

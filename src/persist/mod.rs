@@ -85,6 +85,117 @@ pub(crate) fn stable_hasher(file: &Option<HasherIdentity>) -> Result<StableHashe
     }
 }
 
+/// A `Write` that cuts what is written into pieces of `max` bytes (the last may be shorter) and
+/// hands each to `sink`: the export side of the chunked transfer.
+pub(crate) struct PieceWriter<F> {
+    piece: Vec<u8>,
+    max: usize,
+    sink: F,
+    pieces: u64,
+}
+
+impl<F: FnMut(&[u8]) -> std::io::Result<()>> PieceWriter<F> {
+    pub(crate) fn new(max: usize, sink: F) -> Result<Self, Error> {
+        if max == 0 {
+            return Err(Error::InvalidParameter(
+                "chunk size must be at least 1 byte",
+            ));
+        }
+        Ok(Self {
+            piece: Vec::new(),
+            max,
+            sink,
+            pieces: 0,
+        })
+    }
+
+    /// Hands over the last, partial piece; returns how many pieces there were.
+    pub(crate) fn finish(mut self) -> Result<u64, Error> {
+        if !self.piece.is_empty() {
+            (self.sink)(&self.piece).map_err(|e| Error::io(&e))?;
+            self.pieces += 1;
+        }
+        Ok(self.pieces)
+    }
+}
+
+impl<F: FnMut(&[u8]) -> std::io::Result<()>> Write for PieceWriter<F> {
+    fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<usize> {
+        let written = bytes.len();
+        while !bytes.is_empty() {
+            if self.piece.is_empty() && bytes.len() >= self.max {
+                // A whole piece straight from the input, no copy.
+                (self.sink)(&bytes[..self.max])?;
+                self.pieces += 1;
+                bytes = &bytes[self.max..];
+                continue;
+            }
+            let take = (self.max - self.piece.len()).min(bytes.len());
+            self.piece.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.piece.len() == self.max {
+                (self.sink)(&self.piece)?;
+                self.pieces += 1;
+                self.piece.clear();
+            }
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A `Read` over pieces taken in order: the import side of the chunked transfer.
+pub(crate) struct PieceReader<I: Iterator> {
+    pieces: I,
+    current: Option<I::Item>,
+    at: usize,
+}
+
+impl<I: Iterator<Item = B>, B: AsRef<[u8]>> PieceReader<I> {
+    pub(crate) fn new(pieces: impl IntoIterator<IntoIter = I>) -> Self {
+        Self {
+            pieces: pieces.into_iter(),
+            current: None,
+            at: 0,
+        }
+    }
+
+    /// `Ok` if nothing follows what was read (an empty piece counts as nothing).
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
+        let mut probe = [0u8; 1];
+        match self.read(&mut probe) {
+            Ok(0) => Ok(()),
+            _ => Err(Error::Corrupt(Corruption::TrailingBytes)),
+        }
+    }
+}
+
+impl<I: Iterator<Item = B>, B: AsRef<[u8]>> Read for PieceReader<I> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(piece) = &self.current {
+                let bytes = &piece.as_ref()[self.at..];
+                if !bytes.is_empty() {
+                    let n = bytes.len().min(out.len());
+                    out[..n].copy_from_slice(&bytes[..n]);
+                    self.at += n;
+                    return Ok(n);
+                }
+            }
+            match self.pieces.next() {
+                Some(piece) => {
+                    self.current = Some(piece);
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+    }
+}
+
 /// Whether a load checks the file's hasher against the given one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HasherCheck {
@@ -315,7 +426,66 @@ macro_rules! file_methods {
             }
         }
 
+        impl<H: $crate::hash::ItemHasher $(+ $bound)?> $type<H> {
+            /// Writes the same bytes as [`write_to`](Self::write_to), cut into pieces of
+            /// `max_bytes` (the last may be shorter), each handed to `sink` as it is ready:
+            /// for a store with a limit on the size of a value (Redis strings, object-store
+            /// parts, queue messages). Nothing is buffered beyond one piece. Returns the number
+            /// of pieces; [`import_chunks`](Self::import_chunks) takes them back, in order.
+            /// Concurrent writers: as [`write_to`](Self::write_to).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidParameter`](crate::Error::InvalidParameter) for `max_bytes`
+            /// 0; [`Error::Io`](crate::Error::Io) with `sink`'s error, after which the pieces
+            /// handed over are not a whole file.
+            pub fn export_chunks(
+                &self,
+                max_bytes: usize,
+                sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+            ) -> Result<u64, $crate::Error> {
+                let mut pieces = $crate::persist::PieceWriter::new(max_bytes, sink)?;
+                self.write_to(&mut pieces)?;
+                pieces.finish()
+            }
+
+            /// [`import_chunks`](Self::import_chunks) with a hasher of this type, checked as
+            /// [`read_from_with_hasher`](Self::read_from_with_hasher) checks it.
+            ///
+            /// # Errors
+            ///
+            /// As [`import_chunks`](Self::import_chunks).
+            pub fn import_chunks_with_hasher<B: AsRef<[u8]>>(
+                pieces: impl IntoIterator<Item = B>,
+                hasher: H,
+            ) -> Result<Self, $crate::Error> {
+                let mut input = $crate::persist::PieceReader::new(pieces);
+                let value = Self::read_from_with_hasher(&mut input, hasher)?;
+                input.finish()?;
+                Ok(value)
+            }
+        }
+
         impl $type {
+            /// Loads what [`export_chunks`](Self::export_chunks) cut into pieces, from the
+            /// pieces in order (written with the default hasher). The pieces may be cut
+            /// anywhere: only their concatenation counts, checked as a file is.
+            ///
+            /// # Errors
+            ///
+            /// As [`read_from`](Self::read_from): a piece missing, repeated or out of order
+            /// is [`Error::Corrupt`](crate::Error::Corrupt) (a checksum or the length fails);
+            /// bytes after the end are
+            /// [`Corruption::TrailingBytes`](crate::Corruption::TrailingBytes).
+            pub fn import_chunks<B: AsRef<[u8]>>(
+                pieces: impl IntoIterator<Item = B>,
+            ) -> Result<Self, $crate::Error> {
+                let mut input = $crate::persist::PieceReader::new(pieces);
+                let value = Self::read_from(&mut input)?;
+                input.finish()?;
+                Ok(value)
+            }
+
             /// Reads what was written with the default hasher,
             /// [`StableHasher`](crate::hash::StableHasher) (any seed: the loaded structure
             /// uses the file's). See [`read_from_with_hasher`](Self::read_from_with_hasher)

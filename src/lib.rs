@@ -94,8 +94,13 @@
 //!
 //! # Feature flags
 //!
-//! None: the whole crate is always built. (`--cfg seen_loom` is not a feature: it is the
-//! model-checking build, for the crate's own tests.)
+//! - `serde` (off by default): `Serialize` and `Deserialize` for every structure that saves with
+//!   the default hasher, as the bytes of the crate's [file format](docs::format) (one byte
+//!   string, built in memory: for small structures; use `write_to` / `read_from` for large
+//!   ones). Deserializing runs every check a load runs.
+//!
+//! (`--cfg seen_loom` is not a feature: it is the model-checking build, for the crate's own
+//! tests.)
 
 mod batch;
 mod bits;

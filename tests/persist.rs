@@ -1282,3 +1282,37 @@ fn chunked_export_and_import_move_every_structure_through_a_size_limited_store()
     keys.iter().for_each(|k| _ = exact.insert(&k.to_le_bytes()));
     check!(&exact, ExactOverwriteMap);
 }
+
+/// With the `serde` feature, every saved structure goes through serde as its file's bytes, and a
+/// damaged one is an error of the deserializer, not a panic.
+#[cfg(feature = "serde")]
+#[test]
+fn serde_carries_the_file_format() {
+    let keys = common::keys(95, 1_000);
+    let filter = bloom(2_000, 0.01, Layout::Word);
+    filter.insert_all(&keys);
+    let json = serde_json::to_string(&filter).unwrap();
+    let back: AtomicBloomFilter = serde_json::from_str(&json).unwrap();
+    assert_eq!(bytes_of(&back), bytes_of(&filter));
+    let mut map = OverwriteMap::with_buckets(4_000).unwrap();
+    map.extend(&keys);
+    let back: OverwriteMap = serde_json::from_str(&serde_json::to_string(&map).unwrap()).unwrap();
+    assert!(keys.iter().filter(|k| back.contains(*k)).count() > 800);
+    let exact = ExactOverwriteMap::with_buckets(4_000).unwrap();
+    exact.insert("msg-42");
+    let back: ExactOverwriteMap =
+        serde_json::from_str(&serde_json::to_string(&exact).unwrap()).unwrap();
+    assert!(back.contains("msg-42"));
+    let semi = SemiConcurrentBloomFilter::with_capacity(2_000, 0.01).unwrap();
+    semi.insert("pending");
+    let back: SemiConcurrentBloomFilter =
+        serde_json::from_str(&serde_json::to_string(&semi).unwrap()).unwrap();
+    assert!(back.contains("pending"));
+    // A flipped byte in the middle of the JSON array: a deserializer error.
+    let mut bytes: Vec<u8> = serde_json::from_str(&json).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    let damaged = serde_json::to_string(&bytes).unwrap();
+    let err = serde_json::from_str::<AtomicBloomFilter>(&damaged).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+}

@@ -196,6 +196,36 @@ impl<I: Iterator<Item = B>, B: AsRef<[u8]>> Read for PieceReader<I> {
     }
 }
 
+/// Collects a byte string, or a sequence of bytes, for the `serde` impls.
+#[cfg(feature = "serde")]
+pub(crate) struct BytesVisitor;
+
+#[cfg(feature = "serde")]
+impl<'de> serde::de::Visitor<'de> for BytesVisitor {
+    type Value = Vec<u8>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the bytes of a file of the seen crate")
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+        Ok(bytes.to_vec())
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+        Ok(bytes)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+        // The size hint is the input's claim: reserve no more than a small amount up front.
+        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+        while let Some(byte) = seq.next_element()? {
+            bytes.push(byte);
+        }
+        Ok(bytes)
+    }
+}
+
 /// Whether a load checks the file's hasher against the given one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HasherCheck {
@@ -518,6 +548,36 @@ macro_rules! file_methods {
                 $crate::persist::load_file(path.as_ref(), |input, len| {
                     Self::read_with(input, len, $crate::persist::stable_hasher)
                 })
+            }
+        }
+
+        /// With the `serde` feature: the bytes of [`write_to`](Self::write_to), as one byte
+        /// string (meant for small structures: the whole file is built in memory).
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $type {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut bytes = Vec::new();
+                self.write_to(&mut bytes)
+                    .map_err(<S::Error as serde::ser::Error>::custom)?;
+                serializer.serialize_bytes(&bytes)
+            }
+        }
+
+        /// With the `serde` feature: [`read_from`](Self::read_from) of a byte string (or a
+        /// sequence of bytes, as JSON writes one), with every check of a file.
+        #[cfg(feature = "serde")]
+        impl<'de> serde::Deserialize<'de> for $type {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let bytes = deserializer.deserialize_bytes($crate::persist::BytesVisitor)?;
+                let mut input = &bytes[..];
+                let value =
+                    Self::read_from(&mut input).map_err(<D::Error as serde::de::Error>::custom)?;
+                if !input.is_empty() {
+                    return Err(<D::Error as serde::de::Error>::custom(
+                        $crate::Error::Corrupt($crate::Corruption::TrailingBytes),
+                    ));
+                }
+                Ok(value)
             }
         }
 

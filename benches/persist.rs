@@ -9,7 +9,9 @@
 //! Every saved file is flushed to disk by `save` (`fsync`): the `save` rows measure the disk's
 //! write speed as well, the `load` rows the page cache's read speed.
 //!
-//! Run: `cargo bench -p seen-benches --bench persist` (about 3 minutes, 4 GB of memory).
+//! Run: `cargo bench -p seen-benches --bench persist` (about 5 minutes, 4 GB of memory). With
+//! `PERSIST_HEAVY_100M=1` it times instead, once each, the semi-concurrent filter and the exact
+//! map at 100M items (about 10 minutes, 12 GB).
 //! Results in `docs/benchmarks.md`.
 
 use std::hint::black_box;
@@ -87,7 +89,47 @@ fn measure<S: Saved>(c: &mut Criterion, name: &str, label: &str, structure: &S) 
     std::fs::remove_file(&path).unwrap();
 }
 
+/// The same four operations, timed once each (for structures whose one operation takes seconds
+/// at this size: criterion's ten samples would take many minutes).
+fn measure_once<S: Saved>(name: &str, label: &str, structure: &S) {
+    let time = |what: &str, bytes: usize, op: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        op();
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "once: {name}/{what}/{label} | {:.3} s | {:.1} MiB/s",
+            secs,
+            bytes as f64 / secs / (1 << 20) as f64
+        );
+    };
+    let mut bytes = Vec::new();
+    structure.write(&mut bytes);
+    let len = bytes.len();
+    println!("file size: {name} | {label} | {len} bytes");
+    let path = dir().join(format!("{name}-{label}.seen"));
+    let mut out = Vec::with_capacity(len);
+    time("write_to", len, &mut || structure.write(&mut out));
+    drop(out);
+    time("read_from", len, &mut || drop(black_box(S::read(&bytes))));
+    drop(bytes);
+    time("save", len, &mut || structure.save(&path));
+    time("load", len, &mut || drop(black_box(S::load(&path))));
+    std::fs::remove_file(&path).unwrap();
+}
+
 fn persist(c: &mut Criterion) {
+    if std::env::var_os("PERSIST_HEAVY_100M").is_some() {
+        // The two structures the criterion run stops at 10M, at 100M, each operation once.
+        let n = 100_000_000u64;
+        let mut semi = SemiConcurrentBloomFilter::with_capacity(n, 0.01).unwrap();
+        semi.extend(&(0..n).collect::<Vec<_>>());
+        measure_once("semi_bloom", "100M", &semi);
+        drop(semi);
+        let exact = ExactOverwriteMap::with_buckets(n).unwrap();
+        (0..n).for_each(|k| _ = exact.insert(&k.to_le_bytes()));
+        measure_once("exact_overwrite_map", "100M", &exact);
+        return;
+    }
     for (n, label) in [(10_000_000u64, "10M"), (100_000_000, "100M")] {
         let filter = AtomicBloomFilter::builder(n)
             .layout(Layout::Word)

@@ -1207,3 +1207,40 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
         assert!(into_source.iter().all(|k| target.contains(k)));
     }
 }
+
+/// A semi-concurrent filter saves and loads whatever its segment size: one line, sizes that are
+/// not whole lines, the default's neighbours, and segments far larger than the filter (the
+/// builder's way to ask for one segment), which the save must not allocate.
+#[test]
+fn a_semi_filter_of_any_segment_size_saves_and_loads() {
+    let keys = common::keys(90, 20_000);
+    for segment_bytes in [1, 100, 4095, 4097, 1 << 20, 1 << 40, usize::MAX] {
+        for layout in [Layout::Word, Layout::Line] {
+            let mut filter = SemiConcurrentBloomFilter::builder(20_000)
+                .layout(layout)
+                .segment_bytes(segment_bytes)
+                .insertions_before_compact(300)
+                .build()
+                .unwrap();
+            filter.extend(&keys[..15_000]);
+            filter.compact();
+            let mut snapshot = Vec::new();
+            filter.snapshot().write_to(&mut snapshot).unwrap();
+            let atomic = AtomicBloomFilter::read_from(&snapshot[..]).unwrap();
+            assert!(keys[..15_000].iter().all(|k| atomic.contains(k)));
+            filter.extend(&keys[15_000..]);
+            let mut file = Vec::new();
+            filter.write_to(&mut file).unwrap();
+            let loaded = SemiConcurrentBloomFilter::read_from(&file[..]).unwrap();
+            assert!(keys.iter().all(|k| loaded.contains(k)));
+            // The saved filter compacted has the loaded one's bits, byte for byte.
+            filter.compact();
+            let bits = |f: &SemiConcurrentBloomFilter| {
+                let mut out = Vec::new();
+                f.snapshot().write_to(&mut out).unwrap();
+                out
+            };
+            assert_eq!(bits(&loaded), bits(&filter), "{segment_bytes} {layout:?}");
+        }
+    }
+}

@@ -1244,3 +1244,45 @@ fn a_semi_filter_of_any_segment_size_saves_and_loads() {
         }
     }
 }
+
+/// A semi-concurrent filter's file whose count of pending hashes lies (one more or one less than
+/// the payload holds, or 2^36, or so many that `P` overflows), re-signed so that only the count
+/// is wrong: a typed error from `load` and from `read_from`, never a panic or a huge allocation.
+#[test]
+fn a_semi_file_whose_pending_count_lies_is_refused() {
+    let mut filter = SemiConcurrentBloomFilter::builder(1000)
+        .insertions_before_compact(1 << 20)
+        .build()
+        .unwrap();
+    filter.extend(&common::keys(91, 50));
+    let mut good = Vec::new();
+    filter.write_to(&mut good).unwrap();
+    let records = u64::from_le_bytes(good[64..72].try_into().unwrap());
+    let payload = u64::from_le_bytes(good[56..64].try_into().unwrap());
+    let bits = payload - 16 * records;
+    let dir = scratch("semi-count");
+    let path = dir.join("f.seen");
+    for (r, p) in [
+        (records + 1, payload + 16),
+        (records - 1, payload - 16),
+        (1 << 36, bits + (16 << 36)),
+        (u64::MAX / 16, payload),
+        (0, payload),
+        (records, payload + 8),
+    ] {
+        let mut file = good.clone();
+        put_u64(&mut file, 56, p);
+        put_u64(&mut file, 64, r);
+        std::fs::write(&path, &file).unwrap();
+        for result in [
+            SemiConcurrentBloomFilter::load(&path),
+            SemiConcurrentBloomFilter::read_from(&file[..]),
+        ] {
+            assert!(
+                matches!(result, Err(Error::Corrupt(_))),
+                "records {r}, P {p}: {result:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -231,3 +231,74 @@ mod tests {
         assert!(!crate::os::advise_huge_pages(4096, 0));
     }
 }
+
+#[cfg(all(test, not(seen_loom)))]
+mod read_tests {
+    use super::*;
+
+    /// `len` values of `N` bytes each, byte `i` of the input being `i as u8`, read back through
+    /// `read_boxed_slice` (checked and not): all of them from an input of exactly that length,
+    /// `next`'s error from one a byte short.
+    fn round_trip<const N: usize>(len: usize) {
+        let input: Vec<u8> = (0..len * N).map(|i| i as u8).collect();
+        for checked in [false, true] {
+            let mut at = 0;
+            let values = read_boxed_slice(
+                len,
+                checked,
+                |buf| {
+                    assert!(!buf.is_empty() && buf.len() % N == 0 && buf.len() <= 16 << 10);
+                    buf.copy_from_slice(&input[at..at + buf.len()]);
+                    at += buf.len();
+                    Ok(())
+                },
+                |bytes: &[u8; N]| bytes.to_vec(),
+            )
+            .unwrap();
+            assert_eq!(at, len * N, "N {N}, len {len}");
+            assert_eq!(
+                values.concat(),
+                input,
+                "N {N}, len {len}, checked {checked}"
+            );
+            // One byte short: `next`'s error, never a panic.
+            if len > 0 {
+                let mut at = 0;
+                let short = read_boxed_slice(
+                    len,
+                    checked,
+                    |buf| {
+                        if at + buf.len() > len * N - 1 {
+                            return Err(Error::Corrupt(crate::error::Corruption::Truncated));
+                        }
+                        at += buf.len();
+                        Ok(())
+                    },
+                    |bytes: &[u8; N]| bytes[0],
+                );
+                assert!(short.is_err(), "N {N}, len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn reads_every_value_across_batch_and_growth_boundaries() {
+        fn lengths(n: usize) -> Vec<usize> {
+            let batch = (16 << 10) / n;
+            let first = FIRST_READ_BYTES / n;
+            [0, 1, 2, batch - 1, batch, batch + 1, 3 * batch + 1]
+                .into_iter()
+                .chain([first - 1, first, first + 1, 2 * first + 1])
+                .collect()
+        }
+        for len in lengths(8) {
+            round_trip::<8>(len);
+        }
+        for len in lengths(16) {
+            round_trip::<16>(len);
+        }
+        for len in lengths(64) {
+            round_trip::<64>(len);
+        }
+    }
+}

@@ -1316,3 +1316,82 @@ fn serde_carries_the_file_format() {
     let err = serde_json::from_str::<AtomicBloomFilter>(&damaged).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");
 }
+
+/// A semi-concurrent filter saves and loads whatever its segment size: one line, sizes that are
+/// not whole lines, the default's neighbours, and segments far larger than the filter (the
+/// builder's way to ask for one segment), which the save must not allocate.
+#[test]
+fn a_semi_filter_of_any_segment_size_saves_and_loads() {
+    let keys = common::keys(90, 20_000);
+    for segment_bytes in [1, 100, 4095, 4097, 1 << 20, 1 << 40, usize::MAX] {
+        for layout in [Layout::Word, Layout::Line] {
+            let mut filter = SemiConcurrentBloomFilter::builder(20_000)
+                .layout(layout)
+                .segment_bytes(segment_bytes)
+                .insertions_before_compact(300)
+                .build()
+                .unwrap();
+            filter.extend(&keys[..15_000]);
+            filter.compact();
+            let mut snapshot = Vec::new();
+            filter.snapshot().write_to(&mut snapshot).unwrap();
+            let atomic = AtomicBloomFilter::read_from(&snapshot[..]).unwrap();
+            assert!(keys[..15_000].iter().all(|k| atomic.contains(k)));
+            filter.extend(&keys[15_000..]);
+            let mut file = Vec::new();
+            filter.write_to(&mut file).unwrap();
+            let loaded = SemiConcurrentBloomFilter::read_from(&file[..]).unwrap();
+            assert!(keys.iter().all(|k| loaded.contains(k)));
+            // The saved filter compacted has the loaded one's bits, byte for byte.
+            filter.compact();
+            let bits = |f: &SemiConcurrentBloomFilter| {
+                let mut out = Vec::new();
+                f.snapshot().write_to(&mut out).unwrap();
+                out
+            };
+            assert_eq!(bits(&loaded), bits(&filter), "{segment_bytes} {layout:?}");
+        }
+    }
+}
+
+/// A semi-concurrent filter's file whose count of pending hashes lies (one more or one less than
+/// the payload holds, or 2^36, or so many that `P` overflows), re-signed so that only the count
+/// is wrong: a typed error from `load` and from `read_from`, never a panic or a huge allocation.
+#[test]
+fn a_semi_file_whose_pending_count_lies_is_refused() {
+    let mut filter = SemiConcurrentBloomFilter::builder(1000)
+        .insertions_before_compact(1 << 20)
+        .build()
+        .unwrap();
+    filter.extend(&common::keys(91, 50));
+    let mut good = Vec::new();
+    filter.write_to(&mut good).unwrap();
+    let records = u64::from_le_bytes(good[64..72].try_into().unwrap());
+    let payload = u64::from_le_bytes(good[56..64].try_into().unwrap());
+    let bits = payload - 16 * records;
+    let dir = scratch("semi-count");
+    let path = dir.join("f.seen");
+    for (r, p) in [
+        (records + 1, payload + 16),
+        (records - 1, payload - 16),
+        (1 << 36, bits + (16 << 36)),
+        (u64::MAX / 16, payload),
+        (0, payload),
+        (records, payload + 8),
+    ] {
+        let mut file = good.clone();
+        put_u64(&mut file, 56, p);
+        put_u64(&mut file, 64, r);
+        std::fs::write(&path, &file).unwrap();
+        for result in [
+            SemiConcurrentBloomFilter::load(&path),
+            SemiConcurrentBloomFilter::read_from(&file[..]),
+        ] {
+            assert!(
+                matches!(result, Err(Error::Corrupt(_))),
+                "records {r}, P {p}: {result:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

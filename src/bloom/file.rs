@@ -195,14 +195,19 @@ impl<H: ItemHasher> FrozenBloomFilter<H> {
 }
 
 impl<H> FrozenBloomFilter<H> {
-    /// Hands the words to `out`, little-endian, a segment at a time.
+    /// Hands the words to `out`, little-endian, a few thousand at a time (not a segment at a
+    /// time: the builder takes any segment size, one larger than the filter included).
     fn write_words(&self, out: &mut dyn FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
-        let mut buf = Vec::with_capacity(self.segment_words * 8);
-        for segment in self.segments.iter() {
-            buf.clear();
-            for word in segment.iter() {
-                buf.extend_from_slice(&word.to_le_bytes());
+        const BATCH: usize = 8 << 10;
+        let mut buf = Vec::with_capacity(BATCH);
+        for word in self.segments.iter().flat_map(|segment| segment.iter()) {
+            buf.extend_from_slice(&word.to_le_bytes());
+            if buf.len() == BATCH {
+                out(&buf)?;
+                buf.clear();
             }
+        }
+        if !buf.is_empty() {
             out(&buf)?;
         }
         Ok(())

@@ -771,27 +771,32 @@ proptest! {
 
     /// Every damaged file of every structure is refused with a typed error, never a panic; the
     /// only damage that loads is damage that changed nothing (an overwrite with the same bytes)
-    /// or bytes appended after the file, which a stream read leaves unread.
+    /// or bytes appended after the file, which a stream read leaves unread. Each case applies
+    /// its damage to the file of each of the 5 structures: 10,000 cases per structure.
     #[test]
-    fn damaged_files_are_refused_not_panicked_on(which in 0usize..5, damage in damage()) {
+    fn damaged_files_are_refused_not_panicked_on(damage in damage()) {
         static FILES: std::sync::OnceLock<Vec<Small>> = std::sync::OnceLock::new();
-        let small = &FILES.get_or_init(small_files)[which];
-        let bad = apply(&small.file, &damage);
-        let mut input = &bad[..];
-        match (small.reload)(&mut input) {
-            Ok(rewritten) => {
-                // Unchanged bytes or an append: the same structure, the appended bytes unread.
-                prop_assert_eq!(&bad[..small.file.len()], &small.file[..], "{} {:?}", small.name, damage);
-                prop_assert_eq!(input.len(), bad.len() - small.file.len());
-                // (A semi-concurrent filter loads its pending hashes into its snapshot, so it
-                // writes back what a load of the undamaged file writes back.)
-                prop_assert_eq!(rewritten, (small.reload)(&mut &small.file[..]).unwrap());
+        for small in FILES.get_or_init(small_files) {
+            let bad = apply(&small.file, &damage);
+            let mut input = &bad[..];
+            match (small.reload)(&mut input) {
+                Ok(rewritten) => {
+                    // Unchanged bytes or an append: the same structure, the appended bytes
+                    // unread.
+                    prop_assert_eq!(
+                        &bad[..small.file.len()], &small.file[..], "{} {:?}", small.name, damage
+                    );
+                    prop_assert_eq!(input.len(), bad.len() - small.file.len());
+                    // (A semi-concurrent filter loads its pending hashes into its snapshot, so
+                    // it writes back what a load of the undamaged file writes back.)
+                    prop_assert_eq!(rewritten, (small.reload)(&mut &small.file[..]).unwrap());
+                }
+                Err(e) => prop_assert!(matches!(
+                    e,
+                    Error::Corrupt(_) | Error::UnsupportedVersion { .. }
+                        | Error::WrongStructure { .. } | Error::HasherMismatch { .. }
+                ), "{}: {:?}", small.name, e),
             }
-            Err(e) => prop_assert!(matches!(
-                e,
-                Error::Corrupt(_) | Error::UnsupportedVersion { .. }
-                    | Error::WrongStructure { .. } | Error::HasherMismatch { .. }
-            ), "{}: {:?}", small.name, e),
         }
     }
 }

@@ -193,6 +193,11 @@ impl SemiOptions {
     pub fn segment_bytes(&self) -> usize {
         self.segment_bytes
     }
+
+    /// The segment size in 64-bit words: `segment_bytes` rounded up to whole cache lines.
+    pub(crate) fn segment_words(&self) -> usize {
+        self.segment_bytes.div_ceil(64) * crate::bits::LINE_WORDS
+    }
 }
 
 impl Default for SemiOptions {

@@ -5,10 +5,9 @@ use std::io::{Read, Write};
 use super::{AtomicBloomFilter, FrozenBloomFilter, SemiConcurrentBloomFilter};
 use crate::bits::AtomicBits;
 use crate::bits::read_boxed_slice;
-use crate::error::Corruption;
 use crate::hash::{Hash128, HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::{identity_of, write_file};
+use crate::persist::{bad_header, identity_of, write_file};
 use crate::sizing::BlockedSizing;
 use crate::sync::SharedWords;
 use crate::{Error, Layout};
@@ -34,10 +33,6 @@ fn bloom_header(sizing: &BlockedSizing, hasher: Option<HasherIdentity>) -> Heade
     }
 }
 
-fn bad(what: &'static str) -> Error {
-    Error::Corrupt(Corruption::Header(what))
-}
-
 /// The sizing a Bloom filter header describes, after checking that every field is possible and
 /// that they agree with each other; the payload holds the bits and then `records` records of
 /// `record_bytes` each (none for an atomic filter, the pending hashes of a semi-concurrent one). The sizing model
@@ -46,33 +41,35 @@ fn bad(what: &'static str) -> Error {
 fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Error> {
     let layout = header
         .layout
-        .ok_or(bad("a Bloom filter without a layout"))?;
+        .ok_or(bad_header("a Bloom filter without a layout"))?;
     if header.capacity == 0 {
-        return Err(bad("capacity 0"));
+        return Err(bad_header("capacity 0"));
     }
     if !(header.fpr > 0.0 && header.fpr < 1.0) {
-        return Err(bad("target false-positive rate outside (0, 1)"));
+        return Err(bad_header("target false-positive rate outside (0, 1)"));
     }
     if !(0.0..=1.0).contains(&header.expected_fpr) {
-        return Err(bad("expected false-positive rate outside [0, 1]"));
+        return Err(bad_header("expected false-positive rate outside [0, 1]"));
     }
     if !(1..=MAX_HASHES).contains(&header.hashes) {
-        return Err(bad("bit positions per item outside 1..=64"));
+        return Err(bad_header("bit positions per item outside 1..=64"));
     }
     let lines = match layout {
         Layout::Word if header.blocks % 8 == 0 => header.blocks / 8,
-        Layout::Word => return Err(bad("word blocks that are not whole cache lines")),
+        Layout::Word => return Err(bad_header("word blocks that are not whole cache lines")),
         Layout::Line => header.blocks,
     };
     if lines == 0 {
-        return Err(bad("no blocks"));
+        return Err(bad_header("no blocks"));
     }
     let payload = header
         .records
         .checked_mul(record_bytes)
         .and_then(|records| lines.checked_mul(64)?.checked_add(records));
     if payload != Some(header.payload_bytes) || (record_bytes == 0 && header.records != 0) {
-        return Err(bad("payload length disagrees with the blocks and records"));
+        return Err(bad_header(
+            "payload length disagrees with the blocks and records",
+        ));
     }
     // The limit of the constructors: the bits fit a `u64` and their bytes an allocation.
     let limit = crate::sizing::max_bits();
@@ -264,7 +261,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     ) -> Result<Self, Error> {
         let sizing = bloom_sizing(header, 16)?;
         let options = crate::builder::SemiOptions::default();
-        let segment_words = options.segment_bytes().div_ceil(64) * crate::bits::LINE_WORDS;
+        let segment_words = options.segment_words();
         let words = sizing.lines() * crate::bits::LINE_WORDS;
         // Segments as they arrive; the table of them grows with them.
         let mut segments = Vec::new();
@@ -281,7 +278,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             at += len;
         }
         let records = usize::try_from(header.records)
-            .map_err(|_| bad("more pending hashes than this machine can hold"))?;
+            .map_err(|_| bad_header("more pending hashes than this machine can hold"))?;
         let pending = read_boxed_slice(
             records,
             checked,

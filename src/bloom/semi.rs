@@ -6,7 +6,6 @@ use core::hash::Hash;
 
 use super::frozen::FrozenBloomFilter;
 use super::{BloomBuilder, SemiOptions};
-use crate::bits::LINE_WORDS;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet, TryMutex, fence};
@@ -569,7 +568,7 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
             return Err(Error::InvalidParameter("segment_bytes must be at least 1"));
         }
         let (sizing, hasher, _) = self.into_parts()?;
-        let segment_words = options.segment_bytes.div_ceil(64) * LINE_WORDS;
+        let segment_words = options.segment_words();
         let empty = FrozenBloomFilter::empty(sizing, segment_words, hasher.clone())?;
         Ok(SemiConcurrentBloomFilter::assemble(
             empty,

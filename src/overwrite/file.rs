@@ -12,16 +12,11 @@ use std::io::{Read, Write};
 use super::{ExactOverwriteMap, OverwriteMap, checked_buckets};
 use crate::Error;
 use crate::bits::read_boxed_slice;
-use crate::error::Corruption;
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
-use crate::persist::{identity_of, write_file};
+use crate::persist::{bad_header, identity_of, write_file};
 use crate::sync::Ordering::Relaxed;
 use crate::sync::{Arc, ArcCell, AtomicU64};
-
-fn bad(what: &'static str) -> Error {
-    Error::Corrupt(Corruption::Header(what))
-}
 
 /// A map's header: no layout, no Bloom parameters, `buckets` blocks.
 fn map_header(
@@ -55,10 +50,10 @@ fn map_buckets(header: &Header, slot_bytes: usize) -> Result<usize, Error> {
         || header.fpr.to_bits() != 0
         || header.expected_fpr.to_bits() != 0
     {
-        return Err(bad("Bloom filter parameters in a map"));
+        return Err(bad_header("Bloom filter parameters in a map"));
     }
     if header.blocks == 0 {
-        return Err(bad("no buckets"));
+        return Err(bad_header("no buckets"));
     }
     checked_buckets(header.blocks, slot_bytes)
 }
@@ -133,7 +128,7 @@ impl<H> OverwriteMap<H> {
     ) -> Result<Self, Error> {
         let buckets = map_buckets(header, 8)?;
         if header.records != 0 || header.payload_bytes != header.blocks.saturating_mul(8) {
-            return Err(bad("payload length disagrees with the buckets"));
+            return Err(bad_header("payload length disagrees with the buckets"));
         }
         let slots = read_boxed_slice(
             buckets,
@@ -160,8 +155,9 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     /// # Errors
     ///
     /// [`Error::Io`] when writing fails; [`Error::AllocationFailed`] when the 8 bytes per
-    /// bucket are not there; [`Error::InvalidParameter`] for a key of 4 GiB or more, which the
-    /// format cannot hold. What was written is then not a whole file.
+    /// bucket are not there (nothing is written then); [`Error::InvalidParameter`] for a key
+    /// of 4 GiB or more, which the format cannot hold (checked before anything is written).
+    /// After an `Io` error what was written is not a whole file.
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
         let mut entries: Vec<Arc<super::exact::Entry>> = Vec::new();
         entries
@@ -173,6 +169,12 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         let bitmap_bytes = self.slots.len().div_ceil(64) as u64 * 8;
         let (mut records, mut key_bytes) = (0u64, 0u64);
         for key in entries.iter().filter_map(|e| e.as_deref()) {
+            // A key's length is a `u32` in the format: refused before anything is written.
+            if u32::try_from(key.len()).is_err() {
+                return Err(Error::InvalidParameter(
+                    "a key longer than 4 GiB cannot be saved",
+                ));
+            }
             records += 1;
             key_bytes += 4 + key.len() as u64;
         }
@@ -193,12 +195,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
                 chunks.write(&word.to_le_bytes())?;
             }
             for key in entries.iter().filter_map(|e| e.as_deref()) {
-                // Keys longer than 4 GiB cannot be inserted in practice (and are refused here
-                // rather than written wrong).
-                let len = u32::try_from(key.len()).map_err(|_| {
-                    Error::InvalidParameter("a key longer than 4 GiB cannot be saved")
-                })?;
-                chunks.write(&len.to_le_bytes())?;
+                chunks.write(&(key.len() as u32).to_le_bytes())?;
                 chunks.write(key)?;
             }
             Ok(())
@@ -223,7 +220,9 @@ impl<H> ExactOverwriteMap<H> {
             .and_then(|keys| keys.checked_add(bitmap_bytes));
         if least.is_none_or(|least| least > header.payload_bytes) || header.records > header.blocks
         {
-            return Err(bad("payload length disagrees with the buckets and keys"));
+            return Err(bad_header(
+                "payload length disagrees with the buckets and keys",
+            ));
         }
         let bitmap = read_boxed_slice(
             bitmap_words,
@@ -236,9 +235,7 @@ impl<H> ExactOverwriteMap<H> {
         if occupied != header.records
             || (spare > 0 && bitmap[bitmap_words - 1] >> (64 - spare) != 0)
         {
-            return Err(Error::Corrupt(Corruption::Header(
-                "occupied slots disagree with the key count",
-            )));
+            return Err(bad_header("occupied slots disagree with the key count"));
         }
         let empty: Arc<super::exact::Entry> = Arc::new(None);
         // The table: one pointer per bucket, bounded by the bitmap's bytes (read above) times 64.
@@ -259,12 +256,12 @@ impl<H> ExactOverwriteMap<H> {
             let len = u64::from(u32::from_le_bytes(len));
             left = left
                 .checked_sub(4 + len)
-                .ok_or(bad("a key runs past the end of the payload"))?;
+                .ok_or(bad_header("a key runs past the end of the payload"))?;
             let key = payload.read_vec(len as usize)?;
             slots.push(ArcCell::new(Arc::new(Some(key.into_boxed_slice()))));
         }
         if left != 0 {
-            return Err(bad("payload longer than its keys"));
+            return Err(bad_header("payload longer than its keys"));
         }
         Ok(Self {
             slots: slots.into_boxed_slice(),

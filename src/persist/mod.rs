@@ -164,10 +164,9 @@ impl<I: Iterator<Item = B>, B: AsRef<[u8]>> PieceReader<I> {
     }
 
     /// `Ok` if nothing follows what was read (an empty piece counts as nothing).
-    pub(crate) fn finish(mut self) -> Result<(), Error> {
-        let mut probe = [0u8; 1];
-        match self.read(&mut probe) {
-            Ok(0) => Ok(()),
+    pub(crate) fn finish(self) -> Result<(), Error> {
+        match at_end(self) {
+            Ok(true) => Ok(()),
             _ => Err(Error::Corrupt(Corruption::TrailingBytes)),
         }
     }
@@ -223,6 +222,24 @@ impl<'de> serde::de::Visitor<'de> for BytesVisitor {
             bytes.push(byte);
         }
         Ok(bytes)
+    }
+}
+
+/// A header field that is impossible or disagrees with another ([`Corruption::Header`]).
+pub(crate) fn bad_header(what: &'static str) -> Error {
+    Error::Corrupt(Corruption::Header(what))
+}
+
+/// Whether `input` has no byte left: reads one more, retrying a read that a signal
+/// interrupted (as a pipe's may be).
+fn at_end(mut input: impl Read) -> std::io::Result<bool> {
+    let mut probe = [0u8; 1];
+    loop {
+        match input.read(&mut probe) {
+            Ok(n) => return Ok(n == 0),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -353,11 +370,10 @@ pub(crate) fn load_file<T>(
         },
         other => other,
     })?;
-    // One more byte (`Bytes` retries a read that a signal interrupted, as a pipe's may be).
-    match input.bytes().next() {
-        None => Ok(value),
-        Some(Ok(_)) => Err(Error::Corrupt(Corruption::TrailingBytes)),
-        Some(Err(e)) => Err(Error::io_at(path, "read", &e)),
+    match at_end(&mut input) {
+        Ok(true) => Ok(value),
+        Ok(false) => Err(Error::Corrupt(Corruption::TrailingBytes)),
+        Err(e) => Err(Error::io_at(path, "read", &e)),
     }
 }
 

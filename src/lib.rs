@@ -106,6 +106,7 @@ mod batch;
 mod bits;
 mod bloom;
 pub mod builder;
+pub mod clock;
 pub mod docs;
 mod error;
 mod filter;
@@ -117,7 +118,10 @@ mod persist;
 pub mod sizing;
 mod sync;
 
-pub use bloom::{AtomicBloomFilter, CompactionStats, FrozenBloomFilter, SemiConcurrentBloomFilter};
+pub use bloom::{
+    AtomicBloomFilter, CompactionStats, FrozenBloomFilter, Rotation, SemiConcurrentBloomFilter,
+    WindowOptions, WindowedBloomFilter,
+};
 pub use error::{Corruption, Error};
 pub use filter::DedupFilter;
 pub use layout::Layout;

@@ -6,6 +6,8 @@
 //!   `memory_bytes()`.
 //! - [`BloomSizing`]: the classic (unblocked) textbook formula, kept as the reference the
 //!   blocked sizing is compared with: blocking costs bits at equal false-positive rate.
+//! - [`window`]: the [`WindowedBloomFilter`](crate::WindowedBloomFilter), `G` generations of
+//!   word-layout filters whose words share a cache line.
 //! - [`overwrite_buckets`] and its inverses: the overwrite maps.
 //!
 //! Sizing knows nothing of the structures: they depend on it, never the other way.
@@ -33,9 +35,11 @@ use core::f64::consts::LN_2;
 use crate::Error;
 
 mod blocked;
+mod window;
 
 pub(crate) use blocked::per_item_fill;
 pub use blocked::{BlockedSizing, blocked};
+pub use window::{MAX_GENERATIONS, WindowSizing, window};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a
 /// target false-positive rate. The textbook reference: the crate's filters are blocked and are

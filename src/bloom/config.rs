@@ -163,6 +163,20 @@ impl<O, H> BloomBuilder<O, H> {
         Ok((sizing, self.config.hasher, self.options))
     }
 
+    /// The hasher and the options, unchecked (for a structure that sizes itself).
+    pub(crate) fn into_hasher_and_options(self) -> (H, O) {
+        (self.config.hasher, self.options)
+    }
+
+    /// The same configuration with options of another type (a setter that changes a type
+    /// parameter of the options, such as the windowed filter's clock).
+    pub(crate) fn map_options<O2>(self, f: impl FnOnce(O) -> O2) -> BloomBuilder<O2, H> {
+        BloomBuilder {
+            config: self.config,
+            options: f(self.options),
+        }
+    }
+
     /// Mutable access to the options, for the structures' own setters.
     pub(crate) fn options_mut(&mut self) -> &mut O {
         &mut self.options

@@ -11,12 +11,16 @@ mod file;
 mod frozen;
 mod probe;
 mod semi;
+mod windowed;
 
 pub use atomic::AtomicBloomFilter;
 pub use config::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
 pub use frozen::FrozenBloomFilter;
 pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
+pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
+#[cfg(all(test, seen_loom))]
+pub(crate) use windowed::Twin as WindowTwin;
 
 #[cfg(all(test, not(seen_loom)))]
 mod tests {

@@ -18,3 +18,4 @@ mod facade;
 mod overwrite;
 mod persist;
 mod semi_concurrent;
+mod windowed;

@@ -18,6 +18,14 @@ pub(crate) fn spin_hint() {
     loom::thread::yield_now();
 }
 
+/// A `SeqCst` fence: loom runs `SeqCst` accesses as `AcqRel` but models `SeqCst` fences, so
+/// the fence stands in for the total order the std build gets from its `SeqCst` accesses
+/// (see `std_impl::sc_order`).
+#[inline]
+pub(crate) fn sc_order() {
+    fence(Ordering::SeqCst);
+}
+
 /// A `std` mutex used only for the stand-ins' bookkeeping: which values exist (the allocation
 /// side of the real components). Loom cannot see it, so it adds no happens-before edge to the
 /// model; it is never held across a loom operation (loom switches threads only at those), so it

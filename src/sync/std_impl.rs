@@ -11,6 +11,15 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// Marks a point where the protocol relies on the single total order of `SeqCst` accesses
+/// (C++20 [atomics.order] p4: `SeqCst` operations that are coherence-ordered are ordered the
+/// same way in that order). Here it is nothing: the accesses on either side are `SeqCst`
+/// themselves, which on x86-64 costs nothing beyond the locked read-modify-write the protocol
+/// already does. Under loom it is a `SeqCst` fence, because loom runs `SeqCst` accesses as
+/// `AcqRel` (it would report store-buffering outcomes that `SeqCst` forbids) but models fences.
+#[inline(always)]
+pub(crate) fn sc_order() {}
+
 /// A block of words shared between immutable snapshots and written only while unshared:
 /// `Arc<[u64]>`, whose words sit right after the reference counts (one pointer to follow, not
 /// two as with an `Arc` of a boxed slice).

@@ -1,0 +1,744 @@
+//! `WindowedBloomFilter`: the last `G` periods (days, hours, or `N` new items each) in one
+//! lock-free filter, every generation of an item in one cache line, rotated in O(1).
+
+use core::fmt;
+use core::hash::Hash;
+use core::time::Duration;
+
+use super::BloomBuilder;
+use super::probe::word_probe;
+use crate::bits::AtomicBits;
+use crate::clock::{Clock, SystemClock, as_nanos};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sizing::{WindowSizing, window};
+use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use crate::sync::{AtomicU64, TryMutex, sc_order};
+use crate::{DedupFilter, Error, Layout};
+
+/// When a [`WindowedBloomFilter`] starts a new generation (and forgets its oldest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rotation {
+    /// After this many new items (inserts that returned `true`) in the current generation:
+    /// every generation then holds about that many, so the rate holds whatever the traffic.
+    /// The default, with the capacity per period as the count. Counted exactly up to 1024
+    /// items per generation; above that one new item in `2^s` (chosen by hash, with `2^s`
+    /// at most a 1024th of the count) adds `2^s`, so a generation holds the count within
+    /// about `3 · sqrt(2^s / count)` (0.03 %-3 %) while two threads do not share a counter
+    /// line on every insert.
+    AfterInserts(u64),
+    /// Every `period` of the [`Clock`], counted from when the filter was built.
+    Every(Duration),
+    /// Every `period` of the [`Clock`], at its multiples since the UNIX epoch: a period of a
+    /// day rotates at midnight UTC, of an hour on the hour.
+    EveryAligned(Duration),
+    /// Only when [`rotate`](WindowedBloomFilter::rotate) is called.
+    Manual,
+}
+
+/// The [`WindowedBloomFilter`]'s options: how many generations, when to rotate, and the clock.
+#[derive(Clone, Debug)]
+pub struct WindowOptions<C = SystemClock> {
+    generations: u32,
+    rotation: Option<Rotation>,
+    clock: C,
+}
+
+impl Default for WindowOptions {
+    /// 7 generations (with the spare, one cache line), rotation after `capacity` new items.
+    fn default() -> Self {
+        Self {
+            generations: 7,
+            rotation: None,
+            clock: SystemClock,
+        }
+    }
+}
+
+impl<C> WindowOptions<C> {
+    /// The number of live generations.
+    pub fn generations(&self) -> u32 {
+        self.generations
+    }
+
+    /// The rotation, if set (`None`: after `capacity` new items).
+    pub fn rotation(&self) -> Option<Rotation> {
+        self.rotation
+    }
+}
+
+impl<C, H> BloomBuilder<WindowOptions<C>, H> {
+    /// The number of generations a lookup checks, `G` (1 to
+    /// [`MAX_GENERATIONS`](crate::sizing::MAX_GENERATIONS); default 7). An item is remembered
+    /// for `G - 1` to `G` periods after the insert that reported it new. Up to 7 the
+    /// generations and the spare share one cache line; 8 to 15 take two.
+    pub fn generations(mut self, generations: u32) -> Self {
+        self.options_mut().generations = generations;
+        self
+    }
+
+    /// Rotate every `period` of the clock, counted from `build()`.
+    pub fn rotate_every(mut self, period: Duration) -> Self {
+        self.options_mut().rotation = Some(Rotation::Every(period));
+        self
+    }
+
+    /// Rotate at the multiples of `period` since the UNIX epoch (midnight UTC for a day).
+    pub fn rotate_every_aligned(mut self, period: Duration) -> Self {
+        self.options_mut().rotation = Some(Rotation::EveryAligned(period));
+        self
+    }
+
+    /// Rotate after `items` new items in the current generation (default: the capacity).
+    pub fn rotate_after(mut self, items: u64) -> Self {
+        self.options_mut().rotation = Some(Rotation::AfterInserts(items));
+        self
+    }
+
+    /// Rotate only when [`rotate`](WindowedBloomFilter::rotate) is called.
+    pub fn rotate_manually(mut self) -> Self {
+        self.options_mut().rotation = Some(Rotation::Manual);
+        self
+    }
+
+    /// The clock the time-based rotations read (default [`SystemClock`]); a
+    /// [`ManualClock`](crate::clock::ManualClock) in tests.
+    pub fn clock<C2: Clock>(self, clock: C2) -> BloomBuilder<WindowOptions<C2>, H> {
+        self.map_options(|o| WindowOptions {
+            generations: o.generations,
+            rotation: o.rotation,
+            clock,
+        })
+    }
+}
+
+impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
+    /// Allocates the filter: [`sizing::window`](crate::sizing::window) of the capacity (per
+    /// period), the generations and the rate (for the whole window).
+    ///
+    /// # Errors
+    ///
+    /// As [`sizing::window`](crate::sizing::window); [`Error::InvalidParameter`] for the
+    /// [`Layout::Line`] (the window is built of words), a period of zero or a count of zero;
+    /// [`Error::AllocationFailed`].
+    pub fn build(self) -> Result<WindowedBloomFilter<H, C>, Error> {
+        if self.config().layout() != Layout::Word {
+            return Err(Error::InvalidParameter(
+                "the windowed filter has the word layout only",
+            ));
+        }
+        let (capacity, fpr) = (self.config().capacity(), self.config().fpr());
+        let (hasher, options) = self.into_hasher_and_options();
+        let sizing = window(capacity, options.generations, fpr)?;
+        let rotation = options
+            .rotation
+            .unwrap_or(Rotation::AfterInserts(capacity));
+        WindowedBloomFilter::new(sizing, hasher, options.clock, rotation)
+    }
+}
+
+/// Blocks cleared per claim of the spare: small enough that an insert which clears them
+/// stays in the microseconds, large enough that the claims are few.
+const CLEAR_CHUNK_BLOCKS: u64 = 32;
+
+/// One cache line of its own for a counter every writer touches, so that it does not share a
+/// line with the read-mostly fields.
+#[repr(align(64))]
+struct Padded<T>(T);
+
+/// The deliberately broken variants the loom models run (`Correct` outside them): each names
+/// one step of the protocol done wrong.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(not(all(test, seen_loom)), allow(dead_code))]
+pub(crate) enum Twin {
+    Correct,
+    /// An insert takes its first write's answer: no second look after a rotation.
+    IgnoreRotation,
+    /// After a rotation, an insert writes into the new generation without looking at the
+    /// generations that became current while it ran.
+    SkipBecameCurrent,
+    /// A rotation publishes the spare once every chunk is *claimed*, not finished.
+    PublishWhenClaimed,
+}
+
+/// A Bloom filter of the last `G` periods: `insert` records an item in the current
+/// generation, `contains` asks all `G`, and a rotation starts a new generation and forgets the
+/// oldest, without stopping any thread.
+///
+/// Each generation is a word-layout filter sized for one period's items; the generations'
+/// words for one block sit side by side, so a lookup of the whole window reads **one cache
+/// line** (up to 7 generations; 8 to 15 read two adjacent lines), not one per generation.
+///
+/// # Guarantees
+///
+/// With `P` the period (or `N` new items) and `G` the generations:
+///
+/// - **Retention**: an item that `insert` reported new is found by every `contains` and
+///   `insert` that happens after that insert and starts within `(G - 1)` periods of the
+///   insert's start (at least `(G - 1) · N` new items later in count mode); it is forgotten
+///   once `G` periods have begun after the insert (the rotation that starts the `G`-th period
+///   after the insert's generation), so no later than `G` periods after it plus however late
+///   that rotation runs. An insert that returns `false` does not renew the item: the window
+///   counts from the insert that let it through, as a notification sender, a crawler or an
+///   ingest job wants ("at most once per window").
+/// - **No false negatives** within that retention, under any interleaving with inserts,
+///   lookups and rotations (loom-checked).
+/// - **Racing inserts of one new item**: exactly one returns `true`, also when a rotation
+///   happens meanwhile (loom-checked), unless one of them is suspended inside `insert` for
+///   `G` or more rotations (then at least one does, or, if the suspended one wrote into the
+///   slot being recycled, possibly none: an item older than the window, documented in
+///   [the concurrency notes](crate::docs::concurrency#windowedbloomfilter)).
+/// - **False positives**: at most the target rate over the whole window when every generation
+///   holds its capacity.
+/// - `contains` is wait-free (one load of the generation counter and the block's words);
+///   `insert` is lock-free (it retries only when a rotation happens during it). Rotation never
+///   blocks an insert: it is a try-lock that a busy rotator's peers skip, and its O(1) part is
+///   one store, because the spare generation was cleared ahead of it.
+///
+/// # Rotation and clearing
+///
+/// The spare (the generation that becomes current at the next rotation) must be all zero
+/// before it is published. It is cleared in chunks: by inserting threads (one insert in 64,
+/// chosen by hash, clears 32 blocks while the spare is dirty), by [`maintain`](Self::maintain)
+/// (all of it), or, when a rotation is due and the spare is still dirty, by the rotating call
+/// ([`rotate`](Self::rotate) and `maintain` clear what is left; an insert that finds the count
+/// reached clears a chunk and leaves the rotation to a later insert).
+/// With [`Rotation::Every`] or [`Rotation::EveryAligned`], call [`maintain`](Self::maintain)
+/// from a timer (a tenth of the period is plenty): it rotates on time and clears the spare off
+/// the insert path. One insert in 1024 also reads the clock and rotates when due.
+///
+/// # Examples
+///
+/// ```
+/// use seen::WindowedBloomFilter;
+/// use seen::clock::ManualClock;
+/// use std::time::Duration;
+///
+/// let day = Duration::from_secs(86_400);
+/// let clock = ManualClock::new(20_000 * day);
+/// // The last 7 days, a million new records a day, 1% false positives over the window.
+/// let seen = WindowedBloomFilter::builder(1_000_000)
+///     .fpr(0.01)
+///     .generations(7)
+///     .rotate_every_aligned(day)
+///     .clock(clock.clone())
+///     .build()?;
+/// assert!(seen.insert("record-1"));
+/// assert!(!seen.insert("record-1")); // a duplicate within the window
+/// clock.advance(3 * day);
+/// seen.maintain();
+/// assert!(seen.contains("record-1")); // 3 days later: remembered
+/// clock.advance(4 * day);
+/// seen.maintain();
+/// assert!(!seen.contains("record-1")); // 7 days later: forgotten (a false positive w.p. 1%)
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
+    bits: AtomicBits,
+    sizing: WindowSizing,
+    hasher: H,
+    clock: C,
+    rotation: Rotation,
+    /// Slots per block (`G + 1`) and words per block (a power of two).
+    slots: u64,
+    stride: usize,
+    /// Count mode: a new item adds `1 << sample_shift` when its hash's low `sample_shift`
+    /// bits are zero.
+    sample_shift: u32,
+    /// The number of chunks the spare is cleared in.
+    chunks: u64,
+    /// The current generation's number: generation `e` lives in slot `e % slots`. Every
+    /// number ever current is unique, so "the generation changed" is exact.
+    epoch: Padded<AtomicU64>,
+    /// Count mode: new items counted in the current generation (sampled).
+    counted: Padded<AtomicU64>,
+    /// The clearing of the spare: `slot << 32 | next chunk to claim`, and
+    /// `slot << 32 | chunks finished`. Reset by each rotation, after it publishes the epoch.
+    clear_claim: AtomicU64,
+    clear_done: AtomicU64,
+    /// Time mode: when the next rotation is due, in nanoseconds since the UNIX epoch.
+    next_due: AtomicU64,
+    /// Taken (only ever tried) by the thread that rotates, and by a save.
+    rotating: TryMutex<()>,
+}
+
+/// Why a rotation did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NotRotated {
+    /// Another thread holds the rotation lock (it is rotating or saving).
+    Busy,
+    /// The spare is not clear yet and this caller may not clear it all.
+    SpareDirty,
+}
+
+impl WindowedBloomFilter {
+    /// A builder for a window of generations of `items_per_period` distinct items each.
+    /// Defaults: `fpr` 0.01 over the whole window, 7 generations, rotation after
+    /// `items_per_period` new items, [`StableHasher`], [`SystemClock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{Rotation, WindowedBloomFilter};
+    /// let f = WindowedBloomFilter::builder(100_000).build()?;
+    /// assert_eq!((f.generations(), f.rotation()), (7, Rotation::AfterInserts(100_000)));
+    /// assert_eq!(f.sizing().lines_per_lookup(), 1);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder(items_per_period: u64) -> BloomBuilder<WindowOptions> {
+        BloomBuilder::new(items_per_period, WindowOptions::default())
+    }
+}
+
+impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
+    fn new(sizing: WindowSizing, hasher: H, clock: C, rotation: Rotation) -> Result<Self, Error> {
+        match rotation {
+            Rotation::AfterInserts(0) => {
+                return Err(Error::InvalidParameter(
+                    "the count to rotate after must be at least 1",
+                ));
+            }
+            Rotation::Every(p) | Rotation::EveryAligned(p) if as_nanos(p) == 0 => {
+                return Err(Error::InvalidParameter(
+                    "the rotation period must be at least 1 ns",
+                ));
+            }
+            _ => {}
+        }
+        let bits = AtomicBits::new(sizing.lines())?;
+        let slots = u64::from(sizing.slots());
+        let chunks = sizing.blocks().div_ceil(CLEAR_CHUNK_BLOCKS);
+        let sample_shift = match rotation {
+            // At least 1024 samples per generation: 2^s <= count / 1024, s <= 10.
+            Rotation::AfterInserts(n) => (n / 1024).max(1).ilog2().min(10),
+            _ => 0,
+        };
+        let filter = Self {
+            bits,
+            stride: sizing.stride_words as usize,
+            sizing,
+            hasher,
+            rotation,
+            slots,
+            sample_shift,
+            chunks,
+            epoch: Padded(AtomicU64::new(0)),
+            counted: Padded(AtomicU64::new(0)),
+            // The spare of generation 0 is slot 1, and a new allocation is clear.
+            clear_claim: AtomicU64::new(1 << 32 | chunks),
+            clear_done: AtomicU64::new(1 << 32 | chunks),
+            next_due: AtomicU64::new(0),
+            rotating: TryMutex::new(()),
+            clock,
+        };
+        let now = as_nanos(filter.clock.now());
+        filter.next_due.store(filter.first_due(now), Relaxed);
+        Ok(filter)
+    }
+
+    /// When the first rotation after `now` is due (time mode; `u64::MAX` otherwise).
+    fn first_due(&self, now: u64) -> u64 {
+        match self.rotation {
+            Rotation::Every(p) => now.saturating_add(as_nanos(p)),
+            Rotation::EveryAligned(p) => {
+                let p = as_nanos(p);
+                (now / p).saturating_add(1).saturating_mul(p)
+            }
+            _ => u64::MAX,
+        }
+    }
+
+    /// Inserts `item` into the current generation unless a live generation holds it; returns
+    /// `true` if none did (certainly new within the window), `false` if one did (seen within
+    /// the window, or a false positive). A `false` does not renew the item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).rotate_manually().build()?;
+    /// assert!(f.insert(&42u64));
+    /// assert!(!f.insert(&42u64));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// Whether `item` is possibly in a live generation: `false` means certainly not inserted
+    /// within the window. Never writes.
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash (from
+    /// [`hasher`](Self::hasher)).
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let epoch = self.epoch.0.load(Acquire);
+        self.held(block * self.stride, mask, self.live(epoch), Relaxed)
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash.
+    ///
+    /// The protocol (proved in [the concurrency notes](crate::docs::concurrency#windowedbloomfilter),
+    /// checked by loom): read the generation `e`; if a live generation holds the item, `false`.
+    /// Otherwise `fetch_or` the bits into generation `e`'s word: if they were all set,
+    /// `false`; if `e` is still current afterwards, `true`. If a rotation happened meanwhile,
+    /// look for the item in the generations that became current since (an insert there may
+    /// have claimed it) and write again into the newest, until the generation stays put.
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        self.insert_hash_with(hash, Twin::Correct)
+    }
+
+    /// The insert protocol; `twin` selects a broken variant for the loom models.
+    #[inline(always)]
+    pub(crate) fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let base = block * self.stride;
+        let mut epoch = self.epoch.0.load(SeqCst);
+        sc_order();
+        let new = if self.held(base, mask, self.live(epoch), SeqCst) {
+            false
+        } else {
+            loop {
+                let word = self.bits.word(base + self.slot(epoch));
+                if word.fetch_or(mask, SeqCst) & mask == mask {
+                    break false;
+                }
+                sc_order();
+                let now = self.epoch.0.load(SeqCst);
+                if now == epoch || twin == Twin::IgnoreRotation {
+                    break true;
+                }
+                sc_order();
+                if twin != Twin::SkipBecameCurrent
+                    && self.held(base, mask, self.became_current(epoch, now), SeqCst)
+                {
+                    break false;
+                }
+                epoch = now;
+            }
+        };
+        self.after_insert(hash, new);
+        new
+    }
+
+    /// The slot of generation `epoch`.
+    #[inline(always)]
+    fn slot(&self, epoch: u64) -> usize {
+        (epoch % self.slots) as usize
+    }
+
+    /// The slots live at `epoch`: all but the spare, `slot(epoch + 1)`.
+    #[inline(always)]
+    fn live(&self, epoch: u64) -> u64 {
+        let all = u64::MAX >> (64 - self.slots);
+        all & !(1 << self.slot(epoch + 1))
+    }
+
+    /// The slots of the generations after `from` up to but not including `to` that are still
+    /// live at `to` (at most `G - 1` of them).
+    fn became_current(&self, from: u64, to: u64) -> u64 {
+        let first = (from + 1).max((to + 1).saturating_sub(u64::from(self.sizing.generations)));
+        (first..to).fold(0, |slots, e| slots | 1 << self.slot(e))
+    }
+
+    /// Whether one of the `slots` (a mask) of the block at word `base` holds every bit of `mask`.
+    #[inline(always)]
+    fn held(&self, base: usize, mask: u64, slots: u64, order: crate::sync::Ordering) -> bool {
+        if self.stride <= 8 {
+            // One line: read every word of the block, branch once.
+            let mut hit = 0u64;
+            for slot in 0..self.stride {
+                let word = self.bits.word(base + slot).load(order);
+                hit |= u64::from(word & mask == mask) << slot;
+            }
+            hit & slots != 0
+        } else {
+            let mut rest = slots;
+            while rest != 0 {
+                let slot = rest.trailing_zeros() as usize;
+                if self.bits.word(base + slot).load(order) & mask == mask {
+                    return true;
+                }
+                rest &= rest - 1;
+            }
+            false
+        }
+    }
+
+    /// The side work of an insert, for the few whose hash picks them: count the new item,
+    /// clear a chunk of the spare, read the clock. Most inserts test three bits of the hash
+    /// and return.
+    #[inline(always)]
+    fn after_insert(&self, hash: Hash128, new: bool) {
+        let tick = hash.h1;
+        let count_tick = new && tick & ((1 << self.sample_shift) - 1) == 0;
+        let clear_tick = (tick >> 16) & 63 == 0;
+        let clock_tick = (tick >> 22) & 1023 == 0;
+        if count_tick || clear_tick || clock_tick {
+            self.side_work(count_tick, clear_tick, clock_tick);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn side_work(&self, count_tick: bool, clear_tick: bool, clock_tick: bool) {
+        let rotated = match self.rotation {
+            Rotation::AfterInserts(n) if count_tick => {
+                let step = 1u64 << self.sample_shift;
+                if self.counted.0.fetch_add(step, Relaxed) + step >= n {
+                    self.try_rotate(false)
+                } else {
+                    Ok(0)
+                }
+            }
+            Rotation::Every(_) | Rotation::EveryAligned(_) if clock_tick => {
+                self.rotate_if_due(as_nanos(self.clock.now()), false)
+            }
+            _ => Ok(0),
+        };
+        if rotated == Err(NotRotated::SpareDirty) || clear_tick {
+            self.clear_chunk();
+        }
+    }
+
+    /// Claims and clears one chunk of the spare; `false` when every chunk is claimed.
+    fn clear_chunk(&self) -> bool {
+        if self.clear_claim.load(Relaxed) & 0xffff_ffff >= self.chunks {
+            return false;
+        }
+        // Acquire: the claim word was reset by the rotation that retired this slot, after it
+        // published the new epoch: the slot is no longer live.
+        let claim = self.clear_claim.fetch_add(1, AcqRel);
+        let (slot, chunk) = ((claim >> 32) as usize, claim & 0xffff_ffff);
+        if chunk >= self.chunks {
+            return false;
+        }
+        let blocks = self.sizing.blocks();
+        let end = ((chunk + 1) * CLEAR_CHUNK_BLOCKS).min(blocks);
+        for block in chunk * CLEAR_CHUNK_BLOCKS..end {
+            self.bits
+                .word(block as usize * self.stride + slot)
+                .store(0, Relaxed);
+        }
+        // Release: a rotation that sees every chunk finished (Acquire) sees these stores, and
+        // so does every insert that reads the epoch it then publishes.
+        self.clear_done.fetch_add(1, AcqRel);
+        true
+    }
+
+    /// Whether the spare of generation `epoch` (slot `epoch + 1`) is all clear.
+    fn spare_ready(&self, epoch: u64) -> bool {
+        self.clear_done.load(Acquire) == (self.slot(epoch + 1) as u64) << 32 | self.chunks
+    }
+
+    /// Starts a new generation, if no other thread is rotating: the spare becomes current and
+    /// the oldest generation becomes the spare. `force` clears what is left of the spare
+    /// first (O(size / G)); otherwise a dirty spare is an error and nothing changes.
+    fn try_rotate(&self, force: bool) -> Result<u64, NotRotated> {
+        let Some(_guard) = self.rotating.try_lock() else {
+            return Err(NotRotated::Busy);
+        };
+        self.rotate_locked(force, Twin::Correct).map(|_| 1)
+    }
+
+    /// Time mode: rotates if `now` has passed the rotation time; returns how many rotations it
+    /// did. `force` catches up every period missed (up to `G`, clearing spares as needed);
+    /// otherwise one rotation at most, and only onto a clear spare.
+    fn rotate_if_due(&self, now: u64, force: bool) -> Result<u64, NotRotated> {
+        let period = match self.rotation {
+            Rotation::Every(p) | Rotation::EveryAligned(p) => as_nanos(p),
+            _ => return Ok(0),
+        };
+        if now < self.next_due.load(Relaxed) {
+            return Ok(0);
+        }
+        let Some(_guard) = self.rotating.try_lock() else {
+            return Err(NotRotated::Busy);
+        };
+        let due = self.next_due.load(Relaxed);
+        if now < due {
+            return Ok(0);
+        }
+        let missed = (now - due) / period + 1;
+        let rotations = if force {
+            missed.min(u64::from(self.sizing.generations))
+        } else {
+            1
+        };
+        for _ in 0..rotations {
+            self.rotate_locked(force, Twin::Correct)?;
+        }
+        let periods = if force { missed } else { 1 };
+        self.next_due
+            .store(due.saturating_add(periods.saturating_mul(period)), Relaxed);
+        Ok(rotations)
+    }
+
+    fn rotate_locked(&self, force: bool, twin: Twin) -> Result<u64, NotRotated> {
+        let epoch = self.epoch.0.load(Relaxed);
+        if !self.spare_ready(epoch) {
+            if !force {
+                return Err(NotRotated::SpareDirty);
+            }
+            while self.clear_chunk() {}
+            if twin == Twin::PublishWhenClaimed {
+                return Ok(self.publish(epoch + 1));
+            }
+            // Chunks claimed by other threads may still be in progress: wait for them (they
+            // are a few stores each, and lock-free: a claimer never waits on anything).
+            while !self.spare_ready(epoch) {
+                crate::sync::spin_hint();
+            }
+        }
+        Ok(self.publish(epoch + 1))
+    }
+
+    /// Makes generation `next` current (its slot is clear) and opens the clearing of the new
+    /// spare, the slot of the generation `next` retires. The epoch is stored first: a thread
+    /// can claim a chunk of the new spare only after it is out of every lookup.
+    fn publish(&self, next: u64) -> u64 {
+        self.epoch.0.store(next, SeqCst);
+        self.counted.0.store(0, Relaxed);
+        let spare = (self.slot(next + 1) as u64) << 32;
+        self.clear_done.store(spare, Release);
+        self.clear_claim.store(spare, Release);
+        next
+    }
+
+    /// Starts a new generation now, whatever the rotation mode: the oldest generation is
+    /// forgotten. Returns the new generation's number, or `None` if another thread was
+    /// rotating (or saving) at that moment (then that thread's rotation stands for this one).
+    ///
+    /// O(1) when the spare is already clear (after [`maintain`](Self::maintain), or once
+    /// inserts have cleared it); otherwise this call clears what is left of it first, a
+    /// `1/G`-th of the filter at most. Never blocks inserts or lookups.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).generations(2).rotate_manually().build()?;
+    /// f.insert("a");
+    /// assert_eq!(f.rotate(), Some(1));
+    /// assert!(f.contains("a")); // one generation back: still in the window
+    /// f.rotate();
+    /// assert!(!f.contains("a")); // two: forgotten
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn rotate(&self) -> Option<u64> {
+        self.try_rotate(true).ok()
+    }
+
+    /// The periodic upkeep a service calls from its own timer (the filter starts no thread):
+    /// rotates if the clock has passed a rotation time (once per period missed, up to `G`, so
+    /// a filter idle for longer than the window forgets it all), or if the count is reached,
+    /// then clears the spare, so that the next rotation is O(1) on whichever thread does it.
+    /// Returns the number of rotations done.
+    ///
+    /// Cost: O(size / G) when it clears a spare, O(1) otherwise. Never blocks inserts or
+    /// lookups; a concurrent `maintain` or `rotate` makes it skip the rotation.
+    pub fn maintain(&self) -> u64 {
+        let rotations = match self.rotation {
+            Rotation::Every(_) | Rotation::EveryAligned(_) => {
+                self.rotate_if_due(as_nanos(self.clock.now()), true)
+            }
+            Rotation::AfterInserts(n) if self.counted.0.load(Relaxed) >= n => self.try_rotate(true),
+            _ => Ok(0),
+        };
+        while self.clear_chunk() {}
+        rotations.unwrap_or(0)
+    }
+
+    /// The current generation's number: 0 when built, one more at each rotation.
+    pub fn generation(&self) -> u64 {
+        self.epoch.0.load(Acquire)
+    }
+
+    /// The number of live generations a lookup checks, `G`.
+    pub fn generations(&self) -> u32 {
+        self.sizing.generations
+    }
+
+    /// The rotation mode.
+    pub fn rotation(&self) -> Rotation {
+        self.rotation
+    }
+
+    /// The number of distinct items each generation is sized for.
+    pub fn capacity(&self) -> u64 {
+        self.sizing.items_per_period()
+    }
+
+    /// The target false-positive rate over the whole window.
+    pub fn fpr(&self) -> f64 {
+        self.sizing.fpr
+    }
+
+    /// The size: [`sizing::window`](crate::sizing::window) of the parameters.
+    pub fn sizing(&self) -> WindowSizing {
+        self.sizing
+    }
+
+    /// The bytes of bits allocated (every generation, the spare and the padding).
+    pub fn memory_bytes(&self) -> u64 {
+        self.sizing.bytes()
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WindowedBloomFilter")
+            .field("items_per_period", &self.sizing.items_per_period())
+            .field("generations", &self.sizing.generations)
+            .field("fpr", &self.sizing.fpr)
+            .field("rotation", &self.rotation)
+            .field("generation", &self.epoch.0.load(Relaxed))
+            .field("bytes", &self.sizing.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Hash + ?Sized, H: ItemHasher, C: Clock> DedupFilter<T> for WindowedBloomFilter<H, C> {
+    fn insert(&self, item: &T) -> bool {
+        WindowedBloomFilter::insert(self, item)
+    }
+
+    fn contains(&self, item: &T) -> bool {
+        WindowedBloomFilter::contains(self, item)
+    }
+}
+
+/// Entry points for the loom models' broken twins.
+#[cfg(all(test, seen_loom))]
+impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
+    /// [`insert`](Self::insert) done as `twin` does it.
+    pub(crate) fn insert_as<T: Hash + ?Sized>(&self, item: &T, twin: Twin) -> bool {
+        self.insert_hash_with(self.hasher.hash_item(item), twin)
+    }
+
+    /// [`rotate`](Self::rotate) done as `twin` does it.
+    pub(crate) fn rotate_as(&self, twin: Twin) -> Option<u64> {
+        let _guard = self.rotating.try_lock()?;
+        self.rotate_locked(true, twin).ok()
+    }
+
+    /// Claims and clears one chunk of the spare, as an insert picked by its hash does.
+    pub(crate) fn clear_one_chunk(&self) -> bool {
+        self.clear_chunk()
+    }
+}

@@ -1,0 +1,222 @@
+//! Sizing of the [`WindowedBloomFilter`](crate::WindowedBloomFilter): `G` generations of a
+//! word-layout filter side by side, one word of each per block, so that a lookup of every
+//! generation reads one cache line. Derivation in
+//! [the sizing notes](crate::docs::sizing#windowed-filters).
+
+use super::{BlockedSizing, blocked, check_fpr, max_bits};
+use crate::{Error, Layout};
+
+/// The most generations a window may have: 63 live ones and the spare fill 64 words (8 lines)
+/// per block.
+pub const MAX_GENERATIONS: u32 = 63;
+
+/// The size of a [`WindowedBloomFilter`](crate::WindowedBloomFilter): what [`window`] answers
+/// and what the filter allocates (its `sizing()` returns this value).
+///
+/// Each block holds one 64-bit word per *slot*: the `generations` live ones and one spare (the
+/// generation being cleared for the next rotation). The block is `stride_words` long: the
+/// slots rounded up to a power of two, so that up to 8 slots (7 generations) share one cache
+/// line and a lookup of the whole window costs one cache miss; 8 to 15 generations take two
+/// lines (16 words), and so on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct WindowSizing {
+    /// One generation: a word-layout filter for `items_per_period` items at
+    /// [`generation_fpr`](Self::generation_fpr). Every generation has this size.
+    pub generation: BlockedSizing,
+    /// The number of live generations a lookup checks, `G`.
+    pub generations: u32,
+    /// The words per block: `generations + 1` slots rounded up to a power of two.
+    pub stride_words: u32,
+    /// The target false-positive rate of a lookup over the whole window, as asked for.
+    pub fpr: f64,
+    /// The rate each generation is sized for: `1 - (1 - fpr)^(1/G)`, so that `G` full
+    /// generations together stay at or under `fpr`.
+    pub generation_fpr: f64,
+    /// The expected false-positive rate of a lookup when every generation holds
+    /// `items_per_period` items: `1 - (1 - e)^G` for `e` the generation's expected rate, an
+    /// upper bound (the sizing notes show why).
+    pub expected_fpr: f64,
+    /// The number of bits the filter allocates, spare and padding included.
+    pub bits: u64,
+}
+
+impl WindowSizing {
+    /// The size in bytes.
+    pub const fn bytes(&self) -> u64 {
+        self.bits / 8
+    }
+
+    /// The number of items each generation is sized for.
+    pub const fn items_per_period(&self) -> u64 {
+        self.generation.capacity
+    }
+
+    /// Slots per block: the live generations and the spare.
+    pub const fn slots(&self) -> u32 {
+        self.generations + 1
+    }
+
+    /// The number of 64-byte cache lines one lookup of the whole window reads.
+    pub const fn lines_per_lookup(&self) -> u32 {
+        self.stride_words.div_ceil(8)
+    }
+
+    /// Bits per item of the whole window when full (`generations · items_per_period` items).
+    pub fn bits_per_item(&self) -> f64 {
+        self.bits as f64 / (self.generation.capacity as f64 * f64::from(self.generations))
+    }
+
+    /// The number of blocks (each `stride_words` words).
+    pub(crate) fn blocks(&self) -> u64 {
+        self.generation.blocks
+    }
+
+    /// The number of 64-byte lines.
+    pub(crate) fn lines(&self) -> usize {
+        (self.bits / 512) as usize
+    }
+}
+
+/// The size of a windowed filter that remembers `generations` periods of `items_per_period`
+/// distinct items each, with a false-positive rate of at most `fpr` for a lookup over the
+/// whole window when every generation is full.
+///
+/// Each generation is a [`Layout::Word`] filter sized by [`blocked`] for
+/// `1 - (1 - fpr)^(1/G)` (about `fpr / G`); the memory is that of `G + 1` such filters (the
+/// spare is cleared ahead of each rotation), plus padding when `G + 1` is not a power of two.
+///
+/// # Errors
+///
+/// [`Error::ZeroCapacity`]; [`Error::InvalidFpr`] for `fpr` outside (0, 1);
+/// [`Error::InvalidParameter`] for `generations` outside 1 to [`MAX_GENERATIONS`];
+/// [`Error::FprBelowLayoutLimit`] when one generation's rate falls below the word layout's
+/// limit (6.4e-6: for 7 generations, a window rate below about 4.5e-5);
+/// [`Error::TooLarge`] when the bits exceed this machine's address space.
+///
+/// # Examples
+///
+/// ```
+/// use seen::sizing::window;
+///
+/// // The last 7 days, 10 million new items a day, 1% false positives over the whole window.
+/// let w = window(10_000_000, 7, 0.01)?;
+/// assert_eq!((w.stride_words, w.lines_per_lookup()), (8, 1)); // 7 days + the spare: one line
+/// assert!(w.expected_fpr <= 0.01);
+/// assert!(w.generation_fpr < 0.01 / 7.0 * 1.01);
+/// assert_eq!(w.bytes(), 8 * w.generation.bytes());
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<WindowSizing, Error> {
+    check_fpr(fpr)?;
+    if !(1..=MAX_GENERATIONS).contains(&generations) {
+        return Err(Error::InvalidParameter(
+            "generations must be between 1 and 63",
+        ));
+    }
+    let g = f64::from(generations);
+    // 1 - (1 - p)^(1/G) without cancellation: -expm1(ln(1 - p) / G).
+    let generation_fpr = -((-fpr).ln_1p() / g).exp_m1();
+    let generation = blocked(items_per_period, generation_fpr, Layout::Word).map_err(|e| match e {
+        // Report the limit for the window, which is what the caller asked for.
+        Error::FprBelowLayoutLimit { layout, min_fpr, .. } => Error::FprBelowLayoutLimit {
+            layout,
+            fpr,
+            min_fpr: -(g * (-min_fpr).ln_1p()).exp_m1(),
+            use_layout: None,
+        },
+        other => other,
+    })?;
+    let stride_words = (generations + 1).next_power_of_two();
+    let bits = generation
+        .bits
+        .checked_mul(u64::from(stride_words))
+        .filter(|&bits| bits <= max_bits())
+        .ok_or(Error::TooLarge {
+            what: "bits",
+            requested: generation.bits as f64 * f64::from(stride_words),
+            limit: max_bits(),
+        })?;
+    let expected_fpr = -(g * (-generation.expected_fpr).ln_1p()).exp_m1();
+    Ok(WindowSizing {
+        generation,
+        generations,
+        stride_words,
+        fpr,
+        generation_fpr,
+        expected_fpr,
+        bits,
+    })
+}
+
+#[cfg(all(test, not(seen_loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn one_line_up_to_seven_generations_then_whole_lines() {
+        for (g, stride, lines) in [(1, 2, 1), (3, 4, 1), (4, 8, 1), (7, 8, 1), (8, 16, 2), (24, 32, 4), (63, 64, 8)] {
+            let w = window(1000, g, 0.01).unwrap();
+            assert_eq!((w.stride_words, w.lines_per_lookup()), (stride, lines), "{g}");
+            assert_eq!(w.bits, w.generation.bits * u64::from(stride));
+            assert_eq!(w.bits % 512, 0);
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        assert_eq!(window(0, 7, 0.01).unwrap_err(), Error::ZeroCapacity);
+        for g in [0, 64, u32::MAX] {
+            assert!(matches!(window(10, g, 0.01), Err(Error::InvalidParameter(_))));
+        }
+        for p in [0.0, 1.0, -0.5, f64::NAN, 2.0] {
+            assert!(matches!(window(10, 7, p), Err(Error::InvalidFpr(_))), "{p}");
+        }
+        // The limit named is the window's: 1 - (1 - 6.4e-6)^7.
+        match window(10, 7, 1e-5) {
+            Err(Error::FprBelowLayoutLimit {
+                fpr,
+                min_fpr,
+                use_layout: None,
+                ..
+            }) => {
+                assert_eq!(fpr, 1e-5);
+                assert!((min_fpr - 7.0 * 6.4e-6).abs() < 1e-9, "{min_fpr}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            window(u64::MAX / 8, 63, 0.01),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+
+    proptest! {
+        /// Over the whole domain the window meets its target, each generation is sized for
+        /// about `fpr / G` (never more), and a tighter target never gets fewer bits.
+        #[test]
+        fn the_window_meets_its_target_and_is_monotone(
+            items in 1u64..=1_000_000_000_000,
+            g in 1u32..=63,
+            exp in 0.0f64..1.0,
+        ) {
+            // fpr from 0.5 down to near the word layout's limit times G (about 5e-4 for G = 63),
+            // with room for the 0.9 times tighter target below.
+            let lo = (7.5e-6 * f64::from(g)).ln();
+            let fpr = (0.5f64.ln() + exp * (lo - 0.5f64.ln())).exp();
+            let w = window(items, g, fpr).unwrap();
+            prop_assert!(w.expected_fpr <= fpr, "{} > {fpr}", w.expected_fpr);
+            // 1 - (1 - p)^(1/G) lies in [p/G - (p/G)^2 / 2, p/G].
+            let share = fpr / f64::from(g);
+            prop_assert!(w.generation_fpr <= share * (1.0 + 1e-12));
+            prop_assert!(w.generation_fpr >= (share - share * share / 2.0) * (1.0 - 1e-12));
+            let tighter = window(items, g, fpr * 0.9).unwrap();
+            prop_assert!(tighter.bits >= w.bits);
+            if g < 63 && fpr / f64::from(g + 1) >= 6.5e-6 {
+                let longer = window(items, g + 1, fpr).unwrap();
+                prop_assert!(longer.bits >= w.bits);
+            }
+        }
+    }
+}

@@ -21,8 +21,8 @@ use crate::{DedupFilter, Error, Layout};
 pub enum Rotation {
     /// After this many new items (inserts that returned `true`) in the current generation:
     /// every generation then holds about that many, so the rate holds whatever the traffic.
-    /// The default, with the capacity per period as the count. Counted exactly up to 1024
-    /// items per generation; above that one new item in `2^s` (chosen by hash, with `2^s`
+    /// The default, with the capacity per period as the count. Counted exactly below 2048
+    /// items per generation; from there one new item in `2^s` (chosen by hash, with `2^s`
     /// at most a 1024th of the count) adds `2^s`, so a generation holds the count within
     /// about `3 · sqrt(2^s / count)` (0.03 %-3 %) while two threads do not share a counter
     /// line on every insert.
@@ -130,9 +130,7 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
         let (capacity, fpr) = (self.config().capacity(), self.config().fpr());
         let (hasher, options) = self.into_hasher_and_options();
         let sizing = window(capacity, options.generations, fpr)?;
-        let rotation = options
-            .rotation
-            .unwrap_or(Rotation::AfterInserts(capacity));
+        let rotation = options.rotation.unwrap_or(Rotation::AfterInserts(capacity));
         WindowedBloomFilter::new(sizing, hasher, options.clock, rotation)
     }
 }
@@ -492,7 +490,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             Rotation::AfterInserts(n) if count_tick => {
                 let step = 1u64 << self.sample_shift;
                 if self.counted.0.fetch_add(step, Relaxed) + step >= n {
-                    self.try_rotate(false)
+                    self.try_rotate(false, Twin::Correct).map(|_| 1)
                 } else {
                     Ok(0)
                 }
@@ -537,66 +535,107 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.clear_done.load(Acquire) == (self.slot(epoch + 1) as u64) << 32 | self.chunks
     }
 
-    /// Starts a new generation, if no other thread is rotating: the spare becomes current and
-    /// the oldest generation becomes the spare. `force` clears what is left of the spare
-    /// first (O(size / G)); otherwise a dirty spare is an error and nothing changes.
-    fn try_rotate(&self, force: bool) -> Result<u64, NotRotated> {
+    /// Clears what is left of the spare of generation `epoch`, without the rotation lock:
+    /// claims chunks until none is left, then waits for chunks other threads claimed (a few
+    /// stores each) to be finished. Returns early if the generation moves on meanwhile.
+    fn clear_spare(&self, epoch: u64) {
+        while !self.spare_ready(epoch) {
+            if !self.clear_chunk() {
+                if self.epoch.0.load(Acquire) != epoch {
+                    return;
+                }
+                crate::sync::spin_hint();
+            }
+        }
+    }
+
+    /// Starts generation `epoch + 1` if `epoch` is still current, its spare is clear and no
+    /// other thread holds the rotation lock. The lock is held for O(1): the clearing happens
+    /// before it is taken, so a rotator descheduled while clearing keeps no one from
+    /// rotating.
+    fn rotate_from(&self, epoch: u64, twin: Twin) -> Result<u64, NotRotated> {
         let Some(_guard) = self.rotating.try_lock() else {
             return Err(NotRotated::Busy);
         };
-        self.rotate_locked(force, Twin::Correct).map(|_| 1)
+        self.publish_if_ready(epoch, twin)
+    }
+
+    /// [`rotate_from`](Self::rotate_from) with the lock held.
+    fn publish_if_ready(&self, epoch: u64, twin: Twin) -> Result<u64, NotRotated> {
+        if self.epoch.0.load(Relaxed) != epoch {
+            // Another thread rotated since the caller looked: that rotation stands for this one.
+            return Err(NotRotated::Busy);
+        }
+        if !self.spare_ready(epoch)
+            && !(twin == Twin::PublishWhenClaimed
+                && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks)
+        {
+            return Err(NotRotated::SpareDirty);
+        }
+        Ok(self.publish(epoch + 1))
+    }
+
+    /// A rotation now: clears the spare first if `force` (without the lock), else only onto a
+    /// clear spare. Returns the new generation's number.
+    fn try_rotate(&self, force: bool, twin: Twin) -> Result<u64, NotRotated> {
+        let epoch = self.epoch.0.load(Acquire);
+        if force && twin != Twin::PublishWhenClaimed {
+            self.clear_spare(epoch);
+        } else if force {
+            while self.clear_chunk() {}
+        }
+        self.rotate_from(epoch, twin)
     }
 
     /// Time mode: rotates if `now` has passed the rotation time; returns how many rotations it
-    /// did. `force` catches up every period missed (up to `G`, clearing spares as needed);
-    /// otherwise one rotation at most, and only onto a clear spare.
+    /// did. `force` catches up every period missed (up to `G`: after that the window holds
+    /// nothing older anyway), clearing spares as needed; otherwise one rotation at most, and
+    /// only onto a clear spare.
     fn rotate_if_due(&self, now: u64, force: bool) -> Result<u64, NotRotated> {
         let period = match self.rotation {
             Rotation::Every(p) | Rotation::EveryAligned(p) => as_nanos(p),
             _ => return Ok(0),
         };
-        if now < self.next_due.load(Relaxed) {
-            return Ok(0);
-        }
-        let Some(_guard) = self.rotating.try_lock() else {
-            return Err(NotRotated::Busy);
-        };
-        let due = self.next_due.load(Relaxed);
-        if now < due {
-            return Ok(0);
-        }
-        let missed = (now - due) / period + 1;
-        let rotations = if force {
-            missed.min(u64::from(self.sizing.generations))
-        } else {
-            1
-        };
-        for _ in 0..rotations {
-            self.rotate_locked(force, Twin::Correct)?;
-        }
-        let periods = if force { missed } else { 1 };
-        self.next_due
-            .store(due.saturating_add(periods.saturating_mul(period)), Relaxed);
-        Ok(rotations)
-    }
-
-    fn rotate_locked(&self, force: bool, twin: Twin) -> Result<u64, NotRotated> {
-        let epoch = self.epoch.0.load(Relaxed);
-        if !self.spare_ready(epoch) {
+        let mut rotations = 0;
+        loop {
+            if now < self.next_due.load(Relaxed) {
+                return Ok(rotations);
+            }
+            let epoch = self.epoch.0.load(Acquire);
+            if force {
+                self.clear_spare(epoch);
+            }
+            let Some(_guard) = self.rotating.try_lock() else {
+                return if rotations > 0 {
+                    Ok(rotations)
+                } else {
+                    Err(NotRotated::Busy)
+                };
+            };
+            let due = self.next_due.load(Relaxed);
+            if now < due {
+                return Ok(rotations);
+            }
+            match self.publish_if_ready(epoch, Twin::Correct) {
+                Ok(_) => rotations += 1,
+                // Rotated by another thread since: look again.
+                Err(NotRotated::Busy) => continue,
+                Err(dirty) if !force => return Err(dirty),
+                Err(_) => continue,
+            }
+            let missed = (now - due) / period + 1;
+            let next_due =
+                if !force || (missed > 1 && rotations < u64::from(self.sizing.generations)) {
+                    due.saturating_add(period)
+                } else {
+                    // The last rotation of a catch-up: the next is at the first boundary after now.
+                    due.saturating_add(missed.saturating_mul(period))
+                };
+            self.next_due.store(next_due, Relaxed);
             if !force {
-                return Err(NotRotated::SpareDirty);
-            }
-            while self.clear_chunk() {}
-            if twin == Twin::PublishWhenClaimed {
-                return Ok(self.publish(epoch + 1));
-            }
-            // Chunks claimed by other threads may still be in progress: wait for them (they
-            // are a few stores each, and lock-free: a claimer never waits on anything).
-            while !self.spare_ready(epoch) {
-                crate::sync::spin_hint();
+                return Ok(rotations);
             }
         }
-        Ok(self.publish(epoch + 1))
     }
 
     /// Makes generation `next` current (its slot is clear) and opens the clearing of the new
@@ -612,12 +651,13 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     }
 
     /// Starts a new generation now, whatever the rotation mode: the oldest generation is
-    /// forgotten. Returns the new generation's number, or `None` if another thread was
-    /// rotating (or saving) at that moment (then that thread's rotation stands for this one).
+    /// forgotten. Returns the new generation's number, or `None` if another thread rotated
+    /// meanwhile (its rotation then stands for this one).
     ///
     /// O(1) when the spare is already clear (after [`maintain`](Self::maintain), or once
     /// inserts have cleared it); otherwise this call clears what is left of it first, a
-    /// `1/G`-th of the filter at most. Never blocks inserts or lookups.
+    /// `1/G`-th of the filter at most, and may wait for a chunk another thread is clearing
+    /// (32 stores). Never blocks inserts or lookups.
     ///
     /// # Examples
     ///
@@ -631,7 +671,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn rotate(&self) -> Option<u64> {
-        self.try_rotate(true).ok()
+        self.try_rotate(true, Twin::Correct).ok()
     }
 
     /// The periodic upkeep a service calls from its own timer (the filter starts no thread):
@@ -641,13 +681,15 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Returns the number of rotations done.
     ///
     /// Cost: O(size / G) when it clears a spare, O(1) otherwise. Never blocks inserts or
-    /// lookups; a concurrent `maintain` or `rotate` makes it skip the rotation.
+    /// lookups; a rotation by another thread meanwhile stands for its own.
     pub fn maintain(&self) -> u64 {
         let rotations = match self.rotation {
             Rotation::Every(_) | Rotation::EveryAligned(_) => {
                 self.rotate_if_due(as_nanos(self.clock.now()), true)
             }
-            Rotation::AfterInserts(n) if self.counted.0.load(Relaxed) >= n => self.try_rotate(true),
+            Rotation::AfterInserts(n) if self.counted.0.load(Relaxed) >= n => {
+                self.try_rotate(true, Twin::Correct).map(|_| 1)
+            }
             _ => Ok(0),
         };
         while self.clear_chunk() {}
@@ -733,8 +775,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// [`rotate`](Self::rotate) done as `twin` does it.
     pub(crate) fn rotate_as(&self, twin: Twin) -> Option<u64> {
-        let _guard = self.rotating.try_lock()?;
-        self.rotate_locked(true, twin).ok()
+        self.try_rotate(true, twin).ok()
     }
 
     /// Claims and clears one chunk of the spare, as an insert picked by its hash does.

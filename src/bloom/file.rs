@@ -39,21 +39,7 @@ fn bloom_header(sizing: &BlockedSizing, hasher: Option<HasherIdentity>) -> Heade
 /// is not re-run: a file keeps the blocks and `k` it was written with, whatever a later version
 /// of the crate would choose.
 fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Error> {
-    let layout = header
-        .layout
-        .ok_or(bad_header("a Bloom filter without a layout"))?;
-    if header.capacity == 0 {
-        return Err(bad_header("capacity 0"));
-    }
-    if !(header.fpr > 0.0 && header.fpr < 1.0) {
-        return Err(bad_header("target false-positive rate outside (0, 1)"));
-    }
-    if !(0.0..=1.0).contains(&header.expected_fpr) {
-        return Err(bad_header("expected false-positive rate outside [0, 1]"));
-    }
-    if !(1..=MAX_HASHES).contains(&header.hashes) {
-        return Err(bad_header("bit positions per item outside 1..=64"));
-    }
+    let layout = bloom_parameters(header)?;
     let lines = match layout {
         Layout::Word if header.blocks % 8 == 0 => header.blocks / 8,
         Layout::Word => return Err(bad_header("word blocks that are not whole cache lines")),
@@ -90,6 +76,28 @@ fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Err
         hashes: header.hashes,
         expected_fpr: header.expected_fpr,
     })
+}
+
+/// The layout of a header that carries a Bloom filter's parameters, after checking each of
+/// them (`k`, the capacity and both rates) against its range; the blocks and the payload are
+/// the caller's (each kind lays them out its own way).
+pub(super) fn bloom_parameters(header: &Header) -> Result<Layout, Error> {
+    let layout = header
+        .layout
+        .ok_or(bad_header("a Bloom filter without a layout"))?;
+    if header.capacity == 0 {
+        return Err(bad_header("capacity 0"));
+    }
+    if !(header.fpr > 0.0 && header.fpr < 1.0) {
+        return Err(bad_header("target false-positive rate outside (0, 1)"));
+    }
+    if !(0.0..=1.0).contains(&header.expected_fpr) {
+        return Err(bad_header("expected false-positive rate outside [0, 1]"));
+    }
+    if !(1..=MAX_HASHES).contains(&header.hashes) {
+        return Err(bad_header("bit positions per item outside 1..=64"));
+    }
+    Ok(layout)
 }
 
 impl<H> AtomicBloomFilter<H> {

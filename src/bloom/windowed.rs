@@ -15,6 +15,8 @@ use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use crate::sync::{AtomicU64, TryMutex, sc_order};
 use crate::{DedupFilter, Error, Layout};
 
+mod file;
+
 /// When a [`WindowedBloomFilter`] starts a new generation (and forgets its oldest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -260,6 +262,19 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     rotating: TryMutex<()>,
 }
 
+/// Where a filter is in its rotation: what a file keeps besides the bits (and what a new
+/// filter starts from: generation 0, nothing counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RotationState {
+    /// The current generation's number.
+    pub(super) epoch: u64,
+    /// Count mode: the new items counted in the current generation.
+    pub(super) counted: u64,
+    /// Time mode: when the next rotation is due, in ns since the UNIX epoch (`u64::MAX`
+    /// otherwise).
+    pub(super) next_due: u64,
+}
+
 /// Why a rotation did not happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NotRotated {
@@ -304,6 +319,28 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             _ => {}
         }
         let bits = AtomicBits::new(sizing.lines())?;
+        let start = RotationState {
+            epoch: 0,
+            counted: 0,
+            next_due: 0,
+        };
+        let filter = Self::from_parts(sizing, bits, hasher, clock, rotation, start);
+        let now = as_nanos(filter.clock.now());
+        filter.next_due.store(filter.first_due(now), Relaxed);
+        Ok(filter)
+    }
+
+    /// The filter of these bits (the spare of generation `state.epoch`, slot `epoch + 1`, all
+    /// clear), in that rotation state, with the spare's clearing finished: what `new` builds
+    /// and what a load restores. The caller has checked the rotation (a count or period of 0).
+    pub(super) fn from_parts(
+        sizing: WindowSizing,
+        bits: AtomicBits,
+        hasher: H,
+        clock: C,
+        rotation: Rotation,
+        state: RotationState,
+    ) -> Self {
         let slots = u64::from(sizing.slots());
         let chunks = sizing.blocks().div_ceil(CLEAR_CHUNK_BLOCKS);
         let sample_shift = match rotation {
@@ -311,7 +348,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             Rotation::AfterInserts(n) => (n / 1024).max(1).ilog2().min(10),
             _ => 0,
         };
-        let filter = Self {
+        // The spare is clear: its clearing is done, every chunk claimed and finished.
+        let ready = ((state.epoch + 1) % slots) << 32 | chunks;
+        Self {
             bits,
             stride: sizing.stride_words as usize,
             sizing,
@@ -320,18 +359,14 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             slots,
             sample_shift,
             chunks,
-            epoch: Padded(AtomicU64::new(0)),
-            counted: Padded(AtomicU64::new(0)),
-            // The spare of generation 0 is slot 1, and a new allocation is clear.
-            clear_claim: AtomicU64::new(1 << 32 | chunks),
-            clear_done: AtomicU64::new(1 << 32 | chunks),
-            next_due: AtomicU64::new(0),
+            epoch: Padded(AtomicU64::new(state.epoch)),
+            counted: Padded(AtomicU64::new(state.counted)),
+            clear_claim: AtomicU64::new(ready),
+            clear_done: AtomicU64::new(ready),
+            next_due: AtomicU64::new(state.next_due),
             rotating: TryMutex::new(()),
             clock,
-        };
-        let now = as_nanos(filter.clock.now());
-        filter.next_due.store(filter.first_due(now), Relaxed);
-        Ok(filter)
+        }
     }
 
     /// When the first rotation after `now` is due (time mode; `u64::MAX` otherwise).
@@ -739,6 +774,63 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// The clock.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    /// This filter reading `clock` instead of its own; the bits, the generation and the
+    /// schedule stay (the next rotation time is kept, not recomputed from `clock`). A loaded
+    /// filter comes with the [`SystemClock`]: this puts a
+    /// [`ManualClock`](crate::clock::ManualClock) (or any other) in its place.
+    ///
+    /// A time-mode filter whose next rotation time has passed (one loaded from a file older
+    /// than a period) catches up at the next [`maintain`](Self::maintain): one rotation per
+    /// period missed, up to `G`, so a file older than the whole window comes back with no
+    /// live item. (Until then, the inserts that read the clock rotate once each while a
+    /// rotation is due.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::WindowedBloomFilter;
+    /// use seen::clock::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let hour = Duration::from_secs(3600);
+    /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    /// let f = WindowedBloomFilter::builder(1000)
+    ///     .generations(3)
+    ///     .rotate_every(hour)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// f.insert("a");
+    /// let mut file = Vec::new();
+    /// f.write_to(&mut file)?;
+    /// let loaded = WindowedBloomFilter::read_from(&file[..])?.with_clock(clock.clone());
+    /// clock.advance(hour);
+    /// assert_eq!(loaded.maintain(), 1);
+    /// assert!(loaded.contains("a")); // one period later: in the window
+    /// clock.advance(10 * hour);
+    /// assert_eq!(loaded.maintain(), 3); // 10 periods missed: G rotations forget them all
+    /// assert!(!loaded.contains("a"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_clock<C2: Clock>(self, clock: C2) -> WindowedBloomFilter<H, C2> {
+        WindowedBloomFilter {
+            bits: self.bits,
+            sizing: self.sizing,
+            hasher: self.hasher,
+            clock,
+            rotation: self.rotation,
+            slots: self.slots,
+            stride: self.stride,
+            sample_shift: self.sample_shift,
+            chunks: self.chunks,
+            epoch: self.epoch,
+            counted: self.counted,
+            clear_claim: self.clear_claim,
+            clear_done: self.clear_done,
+            next_due: self.next_due,
+            rotating: self.rotating,
+        }
     }
 }
 

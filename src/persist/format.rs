@@ -39,6 +39,9 @@ pub(crate) enum Kind {
     OverwriteMap = 3,
     /// An [`ExactOverwriteMap`](crate::ExactOverwriteMap)'s keys.
     ExactOverwriteMap = 4,
+    /// A [`WindowedBloomFilter`](crate::WindowedBloomFilter): its window record (generations,
+    /// rotation, the current generation's number and the clock position), then its bits.
+    WindowedBloom = 5,
 }
 
 impl Kind {
@@ -48,6 +51,7 @@ impl Kind {
             2 => Some(Self::SemiBloom),
             3 => Some(Self::OverwriteMap),
             4 => Some(Self::ExactOverwriteMap),
+            5 => Some(Self::WindowedBloom),
             _ => None,
         }
     }
@@ -59,6 +63,7 @@ impl Kind {
             2 => "a semi-concurrent Bloom filter",
             3 => "an overwrite map",
             4 => "an exact overwrite map",
+            5 => "a windowed Bloom filter",
             _ => "an unknown structure",
         }
     }

@@ -380,25 +380,17 @@ pub(crate) fn load_file<T>(
 /// The `save` / `load` / `read_from` family of a structure, on its `write_to` (with its own
 /// concurrency notes) and its `read_payload(header, length_checked, payload, hasher)`: one set
 /// of methods and docs for every structure. `$example` shows `read_from`; `$bound`, a bound the
-/// hasher needs beyond `ItemHasher` (the semi-concurrent filter's `Clone`).
+/// hasher needs beyond `ItemHasher` (the semi-concurrent filter's `Clone`). A structure with a
+/// clock is named `Type<C: Clock>`: it saves (and serializes) whatever its clock, and loads
+/// with its default clock.
 macro_rules! file_methods {
-    ($type:ident, $kind:expr, $example:literal $(, $bound:path)?) => {
+    (
+        $type:ident $(<$clock:ident: $clock_bound:path>)?,
+        $kind:expr,
+        $example:literal
+        $(, $bound:path)?
+    ) => {
         impl<H: $crate::hash::ItemHasher $(+ $bound)?> $type<H> {
-            /// Saves this to `path`, crash-safely: the file at `path` is, at every moment,
-            /// either the old one or the whole new one (a temporary file in the same
-            /// directory, flushed to disk, renamed over `path`, then the directory flushed).
-            /// Concurrent writers: as [`write_to`](Self::write_to).
-            ///
-            /// # Errors
-            ///
-            /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
-            /// the temporary file removed, except when only the last step, flushing the
-            /// directory, failed: the new file is then in place, but a power loss may undo
-            /// the rename.
-            pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
-                $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
-            }
-
             /// Reads what [`write_to`](Self::write_to) or [`save`](Self::save) wrote with a
             /// hasher of this type: `hasher` must name itself
             /// ([`ItemHasher::identity`](crate::hash::ItemHasher::identity)) as the file's
@@ -470,9 +462,42 @@ macro_rules! file_methods {
                     })
                 })
             }
+
+            /// [`import_chunks`](Self::import_chunks) with a hasher of this type, checked as
+            /// [`read_from_with_hasher`](Self::read_from_with_hasher) checks it.
+            ///
+            /// # Errors
+            ///
+            /// As [`import_chunks`](Self::import_chunks).
+            pub fn import_chunks_with_hasher<B: AsRef<[u8]>>(
+                pieces: impl IntoIterator<Item = B>,
+                hasher: H,
+            ) -> Result<Self, $crate::Error> {
+                let mut input = $crate::persist::PieceReader::new(pieces);
+                let value = Self::read_from_with_hasher(&mut input, hasher)?;
+                input.finish()?;
+                Ok(value)
+            }
         }
 
-        impl<H: $crate::hash::ItemHasher $(+ $bound)?> $type<H> {
+        impl<H: $crate::hash::ItemHasher $(+ $bound)? $(, $clock: $clock_bound)?>
+            $type<H $(, $clock)?>
+        {
+            /// Saves this to `path`, crash-safely: the file at `path` is, at every moment,
+            /// either the old one or the whole new one (a temporary file in the same
+            /// directory, flushed to disk, renamed over `path`, then the directory flushed).
+            /// Concurrent writers: as [`write_to`](Self::write_to).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
+            /// the temporary file removed, except when only the last step, flushing the
+            /// directory, failed: the new file is then in place, but a power loss may undo
+            /// the rename.
+            pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
+                $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
+            }
+
             /// Writes the same bytes as [`write_to`](Self::write_to), cut into pieces of
             /// `max_bytes` (the last may be shorter), each handed to `sink` as it is ready:
             /// for a store with a limit on the size of a value (Redis strings, object-store
@@ -493,22 +518,6 @@ macro_rules! file_methods {
                 let mut pieces = $crate::persist::PieceWriter::new(max_bytes, sink)?;
                 self.write_to(&mut pieces)?;
                 pieces.finish()
-            }
-
-            /// [`import_chunks`](Self::import_chunks) with a hasher of this type, checked as
-            /// [`read_from_with_hasher`](Self::read_from_with_hasher) checks it.
-            ///
-            /// # Errors
-            ///
-            /// As [`import_chunks`](Self::import_chunks).
-            pub fn import_chunks_with_hasher<B: AsRef<[u8]>>(
-                pieces: impl IntoIterator<Item = B>,
-                hasher: H,
-            ) -> Result<Self, $crate::Error> {
-                let mut input = $crate::persist::PieceReader::new(pieces);
-                let value = Self::read_from_with_hasher(&mut input, hasher)?;
-                input.finish()?;
-                Ok(value)
             }
         }
 
@@ -570,7 +579,9 @@ macro_rules! file_methods {
         /// With the `serde` feature: the bytes of [`write_to`](Self::write_to), as one byte
         /// string (meant for small structures: the whole file is built in memory).
         #[cfg(feature = "serde")]
-        impl serde::Serialize for $type {
+        impl$(<$clock: $clock_bound>)? serde::Serialize
+            for $type<$crate::hash::StableHasher $(, $clock)?>
+        {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let mut bytes = Vec::new();
                 self.write_to(&mut bytes)

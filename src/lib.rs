@@ -22,9 +22,13 @@
 //!   senders, any "do this once" gate where a rare skipped item beats a duplicate.
 //! - [`Layout`]: where a filter keeps an item's bits. [`Layout::Word`] (the default) when racing
 //!   inserts of one item must have exactly one winner; [`Layout::Line`] when memory matters more.
+//! - [`WindowedBloomFilter`]: remembers only the last `G` periods (days, hours, or `N` new
+//!   items each) and forgets older ones, rotating without stopping writers; a lookup checks
+//!   every generation in one cache line (up to 7). For "at most once a day per device",
+//!   "crawl again after a week", an ingest that drops duplicates within 8 days.
 //! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
-//!   (to query a fixed state; there is no serialization API yet) while writers go on; inserts
-//!   cost much more, and it keeps two copies of its bits.
+//!   (to query a fixed state) while writers go on; inserts cost much more, and it keeps two
+//!   copies of its bits.
 //! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
 //!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new
@@ -37,6 +41,8 @@
 //! - [`sizing`]: plan before you build. [`sizing::blocked`] is what a filter will allocate;
 //!   [`sizing::BloomSizing`] is the classic textbook filter, for reference;
 //!   [`sizing::overwrite_buckets`] sizes a map for a window.
+//! - [`clock`]: the clocks a windowed filter rotates by: the wall clock, or a
+//!   [`ManualClock`](clock::ManualClock) for tests and simulations.
 //! - [`hash`]: stable 128-bit hashing, the same on every run and platform; plug in your own.
 //! - [`DedupFilter`]: the trait every structure implements, with what each answer promises.
 //! - [`Error`]: why a constructor or a sizing function refused its input.
@@ -60,6 +66,11 @@
 //!   `contains` and `forget`, are wait-free: a bounded number of atomic operations, no loops, no
 //!   locks. [`SemiConcurrentBloomFilter`] and [`ExactOverwriteMap`] take no lock of their own
 //!   (they build on lock-free components) but allocate, and the allocator may lock.
+//! - [`WindowedBloomFilter`] keeps these promises across rotations for an item younger than
+//!   its retention (`G - 1` to `G` periods): an item is forgotten only when its generation
+//!   retires, and racing inserts of one new item get exactly one `true` also when a rotation
+//!   happens meanwhile; `contains` is wait-free, `insert` lock-free (it retries only when a
+//!   rotation lands inside it).
 //! - The structures do not synchronize other memory: seeing an item does not make the inserting
 //!   thread's other writes visible.
 //!
@@ -87,6 +98,9 @@
 //!   constructors return [`Error::FprBelowLayoutLimit`], naming the layout that can.
 //! - [`Layout::Line`] and [`SemiConcurrentBloomFilter`] are not exactly-once: two threads
 //!   inserting one new item can both be told it is new.
+//! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
+//!   7 generations (8 to 15 take two lines); an insert that returns `false` does not renew the
+//!   item's retention.
 //! - A filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::estimated_fpr`] tells by how much).
 //! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:

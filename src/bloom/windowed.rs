@@ -601,10 +601,10 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             // Another thread rotated since the caller looked: that rotation stands for this one.
             return Err(NotRotated::Busy);
         }
-        if !self.spare_ready(epoch)
-            && !(twin == Twin::PublishWhenClaimed
-                && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks)
-        {
+        // The twin publishes once every chunk is claimed, finished or not.
+        let claimed = twin == Twin::PublishWhenClaimed
+            && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks;
+        if !(self.spare_ready(epoch) || claimed) {
             return Err(NotRotated::SpareDirty);
         }
         Ok(self.publish(epoch + 1))

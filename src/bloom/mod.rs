@@ -18,9 +18,9 @@ pub use config::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
 pub use frozen::FrozenBloomFilter;
 pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
-pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
 #[cfg(all(test, seen_loom))]
 pub(crate) use windowed::Twin as WindowTwin;
+pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
 
 #[cfg(all(test, not(seen_loom)))]
 mod tests {

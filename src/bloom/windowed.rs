@@ -130,9 +130,7 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
         let (capacity, fpr) = (self.config().capacity(), self.config().fpr());
         let (hasher, options) = self.into_hasher_and_options();
         let sizing = window(capacity, options.generations, fpr)?;
-        let rotation = options
-            .rotation
-            .unwrap_or(Rotation::AfterInserts(capacity));
+        let rotation = options.rotation.unwrap_or(Rotation::AfterInserts(capacity));
         WindowedBloomFilter::new(sizing, hasher, options.clock, rotation)
     }
 }

@@ -117,16 +117,19 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
     let g = f64::from(generations);
     // 1 - (1 - p)^(1/G) without cancellation: -expm1(ln(1 - p) / G).
     let generation_fpr = -((-fpr).ln_1p() / g).exp_m1();
-    let generation = blocked(items_per_period, generation_fpr, Layout::Word).map_err(|e| match e {
-        // Report the limit for the window, which is what the caller asked for.
-        Error::FprBelowLayoutLimit { layout, min_fpr, .. } => Error::FprBelowLayoutLimit {
-            layout,
-            fpr,
-            min_fpr: -(g * (-min_fpr).ln_1p()).exp_m1(),
-            use_layout: None,
-        },
-        other => other,
-    })?;
+    let generation =
+        blocked(items_per_period, generation_fpr, Layout::Word).map_err(|e| match e {
+            // Report the limit for the window, which is what the caller asked for.
+            Error::FprBelowLayoutLimit {
+                layout, min_fpr, ..
+            } => Error::FprBelowLayoutLimit {
+                layout,
+                fpr,
+                min_fpr: -(g * (-min_fpr).ln_1p()).exp_m1(),
+                use_layout: None,
+            },
+            other => other,
+        })?;
     let stride_words = (generations + 1).next_power_of_two();
     let bits = generation
         .bits
@@ -156,9 +159,21 @@ mod tests {
 
     #[test]
     fn one_line_up_to_seven_generations_then_whole_lines() {
-        for (g, stride, lines) in [(1, 2, 1), (3, 4, 1), (4, 8, 1), (7, 8, 1), (8, 16, 2), (24, 32, 4), (63, 64, 8)] {
+        for (g, stride, lines) in [
+            (1, 2, 1),
+            (3, 4, 1),
+            (4, 8, 1),
+            (7, 8, 1),
+            (8, 16, 2),
+            (24, 32, 4),
+            (63, 64, 8),
+        ] {
             let w = window(1000, g, 0.01).unwrap();
-            assert_eq!((w.stride_words, w.lines_per_lookup()), (stride, lines), "{g}");
+            assert_eq!(
+                (w.stride_words, w.lines_per_lookup()),
+                (stride, lines),
+                "{g}"
+            );
             assert_eq!(w.bits, w.generation.bits * u64::from(stride));
             assert_eq!(w.bits % 512, 0);
         }
@@ -168,7 +183,10 @@ mod tests {
     fn bad_parameters_are_errors() {
         assert_eq!(window(0, 7, 0.01).unwrap_err(), Error::ZeroCapacity);
         for g in [0, 64, u32::MAX] {
-            assert!(matches!(window(10, g, 0.01), Err(Error::InvalidParameter(_))));
+            assert!(matches!(
+                window(10, g, 0.01),
+                Err(Error::InvalidParameter(_))
+            ));
         }
         for p in [0.0, 1.0, -0.5, f64::NAN, 2.0] {
             assert!(matches!(window(10, 7, p), Err(Error::InvalidFpr(_))), "{p}");

@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use super::BloomBuilder;
 use super::probe::word_probe;
-use crate::bits::AtomicBits;
+use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::clock::{Clock, SystemClock, as_nanos};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::{WindowSizing, window};
@@ -463,7 +463,12 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// The slot of generation `epoch`.
     #[inline(always)]
     fn slot(&self, epoch: u64) -> usize {
-        (epoch % self.slots) as usize
+        // 8 slots (7 generations, the default) and every power of two: a mask, not a division.
+        if self.slots.is_power_of_two() {
+            (epoch & (self.slots - 1)) as usize
+        } else {
+            (epoch % self.slots) as usize
+        }
     }
 
     /// The slots live at `epoch`: all but the spare, `slot(epoch + 1)`.
@@ -483,12 +488,20 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Whether one of the `slots` (a mask) of the block at word `base` holds every bit of `mask`.
     #[inline(always)]
     fn held(&self, base: usize, mask: u64, slots: u64, order: crate::sync::Ordering) -> bool {
-        if self.stride <= 8 {
-            // One line: read every word of the block, branch once.
+        if self.stride <= LINE_WORDS {
+            // One line (the stride is a power of two, so the block does not straddle two):
+            // one bounds check, then every word of the block, branch once.
+            let line = &self.bits.line(base / LINE_WORDS).0;
             let mut hit = 0u64;
-            for slot in 0..self.stride {
-                let word = self.bits.word(base + slot).load(order);
-                hit |= u64::from(word & mask == mask) << slot;
+            if self.stride == LINE_WORDS {
+                for (slot, word) in line.iter().enumerate() {
+                    hit |= u64::from(word.load(order) & mask == mask) << slot;
+                }
+            } else {
+                let words = &line[base % LINE_WORDS..][..self.stride];
+                for (slot, word) in words.iter().enumerate() {
+                    hit |= u64::from(word.load(order) & mask == mask) << slot;
+                }
             }
             hit & slots != 0
         } else {
@@ -510,7 +523,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     #[inline(always)]
     fn after_insert(&self, hash: Hash128, new: bool) {
         let tick = hash.h1;
-        let count_tick = new && tick & ((1 << self.sample_shift) - 1) == 0;
+        let count_tick = new
+            && matches!(self.rotation, Rotation::AfterInserts(_))
+            && tick & ((1 << self.sample_shift) - 1) == 0;
         let clear_tick = (tick >> 16) & 63 == 0;
         let clock_tick = (tick >> 22) & 1023 == 0;
         if count_tick || clear_tick || clock_tick {

@@ -61,9 +61,15 @@ impl ManualClock {
         self.nanos.store(as_nanos(time), Ordering::SeqCst);
     }
 
-    /// Moves the clock forward by `by`.
+    /// Moves the clock forward by `by` (saturating at `u64::MAX` nanoseconds, as
+    /// [`set`](Self::set) does).
     pub fn advance(&self, by: Duration) {
-        self.nanos.fetch_add(as_nanos(by), Ordering::SeqCst);
+        let by = as_nanos(by);
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_add(by))
+            });
     }
 }
 

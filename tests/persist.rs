@@ -1655,8 +1655,8 @@ fn a_loaded_window_starts_its_next_generation_empty() {
 }
 
 /// A time-mode window loaded after its next rotation time catches up at `maintain`: one period
-/// late, it forgets its oldest generation; more than `G` periods late, everything; and its
-/// schedule stays on the saved one's grid.
+/// late, it forgets its oldest generation; more than `G` periods late, everything; the next
+/// rotation is then a period after the catch-up (aligned: the next boundary).
 #[test]
 fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
     let start = Duration::from_secs(20_000 * 86_400);
@@ -1697,10 +1697,16 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
             (found(&late, &batches[1]), found(&late, &batches[2])),
             (300, 300)
         );
-        // The next rotation: 04:00, on the saved schedule.
-        late_clock.set(start + 4 * HOUR - Duration::from_nanos(1));
+        // The next rotation: a period after the late one ran (03:30 to 04:30), or, aligned,
+        // at the next boundary (04:00).
+        let next = |ran: Duration| match rotation {
+            Rotation::Every(p) => ran + p,
+            _ => HOUR * (ran.as_secs() / 3600 + 1) as u32,
+        };
+        let due = next(start + 2 * HOUR + 3 * HOUR / 2);
+        late_clock.set(due - Duration::from_nanos(1));
         assert_eq!(late.maintain(), 0);
-        late_clock.set(start + 4 * HOUR);
+        late_clock.set(due);
         assert_eq!(late.maintain(), 1);
 
         // Ten and a half hours later: more than the window. `G` rotations, every generation
@@ -1709,11 +1715,13 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
         assert_eq!(stale.maintain(), 3, "{rotation:?}");
         assert_eq!(stale.generation(), 5);
         assert_eq!(batches.iter().map(|b| found(&stale, b)).sum::<usize>(), 0);
-        // Ten periods passed (03:00 to 12:00): the next rotation is at 13:00.
+        // Ten periods passed (03:00 to 12:00): the next rotation is a period after 12:30
+        // (aligned: 13:00).
         assert_eq!(stale.maintain(), 0);
-        stale_clock.set(start + 13 * HOUR - Duration::from_nanos(1));
+        let due = next(start + 12 * HOUR + HOUR / 2);
+        stale_clock.set(due - Duration::from_nanos(1));
         assert_eq!(stale.maintain(), 0);
-        stale_clock.set(start + 13 * HOUR);
+        stale_clock.set(due);
         assert_eq!(stale.maintain(), 1);
     }
 }

@@ -23,11 +23,11 @@ mod file;
 pub enum Rotation {
     /// After this many new items (inserts that returned `true`) in the current generation:
     /// every generation then holds about that many, so the rate holds whatever the traffic.
-    /// The default, with the capacity per period as the count. Counted exactly below 2048
-    /// items per generation; from there one new item in `2^s` (chosen by hash, with `2^s`
-    /// at most a 1024th of the count) adds `2^s`, so a generation holds the count within
-    /// about `3 · sqrt(2^s / count)` (0.03 %-3 %) while two threads do not share a counter
-    /// line on every insert.
+    /// The default, with the capacity per period as the count. Counted exactly below 32,768
+    /// items per generation; from there one new item in `2^s` (chosen by hash, with `2^s` at
+    /// most the count over 16,384) adds `2^s`, so that two threads do not share a counter line
+    /// on every insert: a generation then holds the count within about 2.3 % (three standard
+    /// deviations).
     AfterInserts(u64),
     /// Every `period` of the [`Clock`], counted from when the filter was built.
     Every(Duration),
@@ -138,7 +138,8 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
 }
 
 /// Blocks cleared per claim of the spare: small enough that an insert which clears them
-/// stays in the microseconds, large enough that the claims are few.
+/// stays in the microseconds, large enough that the claims are few. (More for a filter of more
+/// than 2^36 blocks, so that the chunks fit the claim word's 31 bits: see `chunk_blocks`.)
 const CLEAR_CHUNK_BLOCKS: u64 = 32;
 
 /// One cache line of its own for a counter every writer touches, so that it does not share a
@@ -174,11 +175,15 @@ pub(crate) enum Twin {
 /// With `P` the period (or `N` new items) and `G` the generations:
 ///
 /// - **Retention**: an item that `insert` reported new is found by every `contains` and
-///   `insert` that happens after that insert and starts within `(G - 1)` periods of the
-///   insert's start (at least `(G - 1) · N` new items later in count mode); it is forgotten
-///   once `G` periods have begun after the insert (the rotation that starts the `G`-th period
-///   after the insert's generation), so no later than `G` periods after it plus however late
-///   that rotation runs. An insert that returns `false` does not renew the item: the window
+///   `insert` that happens after that insert, for the next `G - 1` rotations: with
+///   [`Rotation::Every`], at least `(G - 1) · P` from the insert's start (rotations are at
+///   least a period apart: each is due a period after the previous one ran), unless periods
+///   are missed (a `maintain` that catches up several at once); with
+///   [`Rotation::EveryAligned`], `(G - 1) · P` minus how late the rotation that closed the
+///   item's generation ran (call `maintain` often to keep that small); in count mode, about
+///   `(G - 1) · N` new items (within the count's precision). It is forgotten at the `G`-th
+///   rotation after its generation began: no later than `G` periods after the insert plus
+///   however late that rotation runs. An insert that returns `false` does not renew the item: the window
 ///   counts from the insert that let it through, as a notification sender, a crawler or an
 ///   ingest job wants ("at most once per window").
 /// - **No false negatives** within that retention, under any interleaving with inserts,
@@ -245,7 +250,8 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     /// Count mode: a new item adds `1 << sample_shift` when its hash's low `sample_shift`
     /// bits are zero.
     sample_shift: u32,
-    /// The number of chunks the spare is cleared in.
+    /// The number of blocks in a chunk, and of chunks the spare is cleared in.
+    chunk_blocks: u64,
     chunks: u64,
     /// The current generation's number: generation `e` lives in slot `e % slots`. Every
     /// number ever current is unique, so "the generation changed" is exact.
@@ -316,6 +322,13 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                     "the rotation period must be at least 1 ns",
                 ));
             }
+            Rotation::Every(p) | Rotation::EveryAligned(p)
+                if p.as_nanos() > u128::from(u64::MAX) =>
+            {
+                return Err(Error::InvalidParameter(
+                    "the rotation period must be at most 2^64 - 1 ns (584 years)",
+                ));
+            }
             _ => {}
         }
         let bits = AtomicBits::new(sizing.lines())?;
@@ -342,10 +355,14 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         state: RotationState,
     ) -> Self {
         let slots = u64::from(sizing.slots());
-        let chunks = sizing.blocks().div_ceil(CLEAR_CHUNK_BLOCKS);
+        // At most 2^31 chunks, so that the claim counter never carries into the slot bits
+        // (it can pass `chunks` by the number of threads at most).
+        let chunk_blocks = CLEAR_CHUNK_BLOCKS.max(sizing.blocks().div_ceil(1 << 31));
+        let chunks = sizing.blocks().div_ceil(chunk_blocks);
         let sample_shift = match rotation {
-            // At least 1024 samples per generation: 2^s <= count / 1024, s <= 10.
-            Rotation::AfterInserts(n) => (n / 1024).max(1).ilog2().min(10),
+            // At least 16,384 samples per generation (2^s <= count / 2^14): the count is then
+            // within 3 / 128 = 2.3 % of the truth at three standard deviations.
+            Rotation::AfterInserts(n) => (n >> 14).max(1).ilog2(),
             _ => 0,
         };
         // The spare is clear: its clearing is done, every chunk claimed and finished.
@@ -358,6 +375,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             rotation,
             slots,
             sample_shift,
+            chunk_blocks,
             chunks,
             epoch: Padded(AtomicU64::new(state.epoch)),
             counted: Padded(AtomicU64::new(state.counted)),
@@ -539,7 +557,17 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         let rotated = match self.rotation {
             Rotation::AfterInserts(n) if count_tick => {
                 let step = 1u64 << self.sample_shift;
-                if self.counted.0.fetch_add(step, Relaxed) + step >= n {
+                let counted = self.counted.0.fetch_add(step, Relaxed).saturating_add(step);
+                // Spread the spare's clearing over the generation's count ticks, so that it
+                // is clear when the count is reached however small the count is against the
+                // filter (one chunk per tick would leave a large spare dirty).
+                let ticks = (n >> self.sample_shift).max(1);
+                for _ in 0..self.chunks.div_ceil(ticks) {
+                    if !self.clear_chunk() {
+                        break;
+                    }
+                }
+                if counted >= n {
                     self.try_rotate(false, Twin::Correct).map(|_| 1)
                 } else {
                     Ok(0)
@@ -568,8 +596,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             return false;
         }
         let blocks = self.sizing.blocks();
-        let end = ((chunk + 1) * CLEAR_CHUNK_BLOCKS).min(blocks);
-        for block in chunk * CLEAR_CHUNK_BLOCKS..end {
+        let end = ((chunk + 1) * self.chunk_blocks).min(blocks);
+        for block in chunk * self.chunk_blocks..end {
             self.bits
                 .word(block as usize * self.stride + slot)
                 .store(0, Relaxed);
@@ -640,52 +668,51 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Time mode: rotates if `now` has passed the rotation time; returns how many rotations it
     /// did. `force` catches up every period missed (up to `G`: after that the window holds
     /// nothing older anyway), clearing spares as needed; otherwise one rotation at most, and
-    /// only onto a clear spare.
+    /// only onto a clear spare. Either way the next rotation is then due a period after `now`
+    /// (or at the first boundary after it, aligned): rotations never come closer than a period
+    /// apart unless periods were missed, and a late one does not shorten the next generation.
     fn rotate_if_due(&self, now: u64, force: bool) -> Result<u64, NotRotated> {
         let period = match self.rotation {
             Rotation::Every(p) | Rotation::EveryAligned(p) => as_nanos(p),
             _ => return Ok(0),
         };
+        let due = self.next_due.load(Relaxed);
+        // `u64::MAX`: the next rotation would be past the year 2554: never.
+        if due == u64::MAX || now < due {
+            return Ok(0);
+        }
+        if force {
+            self.clear_spare(self.epoch.0.load(Acquire));
+        }
+        let Some(_guard) = self.rotating.try_lock() else {
+            return Err(NotRotated::Busy);
+        };
+        let due = self.next_due.load(Relaxed);
+        if due == u64::MAX || now < due {
+            return Ok(0);
+        }
+        let missed = (now - due) / period + 1;
+        let todo = if force {
+            missed.min(u64::from(self.sizing.generations))
+        } else {
+            1
+        };
         let mut rotations = 0;
-        loop {
-            if now < self.next_due.load(Relaxed) {
-                return Ok(rotations);
-            }
-            let epoch = self.epoch.0.load(Acquire);
+        while rotations < todo {
+            let epoch = self.epoch.0.load(Relaxed);
             if force {
+                // Under the lock, so that two catching-up calls do not both rotate: only when
+                // more than one period was missed (the first spare was cleared above).
                 self.clear_spare(epoch);
-            }
-            let Some(_guard) = self.rotating.try_lock() else {
-                return if rotations > 0 {
-                    Ok(rotations)
-                } else {
-                    Err(NotRotated::Busy)
-                };
-            };
-            let due = self.next_due.load(Relaxed);
-            if now < due {
-                return Ok(rotations);
             }
             match self.publish_if_ready(epoch, Twin::Correct) {
                 Ok(_) => rotations += 1,
-                // Rotated by another thread since: look again.
-                Err(NotRotated::Busy) => continue,
-                Err(dirty) if !force => return Err(dirty),
-                Err(_) => continue,
-            }
-            let missed = (now - due) / period + 1;
-            let next_due =
-                if !force || (missed > 1 && rotations < u64::from(self.sizing.generations)) {
-                    due.saturating_add(period)
-                } else {
-                    // The last rotation of a catch-up: the next is at the first boundary after now.
-                    due.saturating_add(missed.saturating_mul(period))
-                };
-            self.next_due.store(next_due, Relaxed);
-            if !force {
-                return Ok(rotations);
+                Err(e) if rotations == 0 => return Err(e),
+                Err(_) => break,
             }
         }
+        self.next_due.store(self.first_due(now), Relaxed);
+        Ok(rotations)
     }
 
     /// Makes generation `next` current (its slot is clear) and opens the clearing of the new
@@ -702,12 +729,13 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// Starts a new generation now, whatever the rotation mode: the oldest generation is
     /// forgotten. Returns the new generation's number, or `None` if another thread rotated
-    /// meanwhile (its rotation then stands for this one).
+    /// after this call began (its rotation then stands for this one).
     ///
     /// O(1) when the spare is already clear (after [`maintain`](Self::maintain), or once
     /// inserts have cleared it); otherwise this call clears what is left of it first, a
-    /// `1/G`-th of the filter at most, and may wait for a chunk another thread is clearing
-    /// (32 stores). Never blocks inserts or lookups.
+    /// `1/G`-th of the filter at most. It may wait: for a chunk another thread is clearing
+    /// (32 stores once that thread runs), and for a save in progress to finish. Never blocks
+    /// inserts or lookups.
     ///
     /// # Examples
     ///
@@ -721,7 +749,27 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn rotate(&self) -> Option<u64> {
-        self.try_rotate(true, Twin::Correct).ok()
+        self.rotate_waiting(Twin::Correct)
+    }
+
+    /// [`rotate`](Self::rotate): clears the spare, then waits for the rotation lock (a save
+    /// holds it for the save's length), so that a rotation asked for is not lost.
+    fn rotate_waiting(&self, twin: Twin) -> Option<u64> {
+        let epoch = self.epoch.0.load(Acquire);
+        loop {
+            if twin == Twin::PublishWhenClaimed {
+                while self.clear_chunk() {}
+            } else {
+                self.clear_spare(epoch);
+            }
+            let _guard = self.rotating.lock();
+            match self.publish_if_ready(epoch, twin) {
+                Ok(next) => return Some(next),
+                // Another thread rotated since this call began: that rotation stands for it.
+                Err(NotRotated::Busy) => return None,
+                Err(NotRotated::SpareDirty) => {}
+            }
+        }
     }
 
     /// The periodic upkeep a service calls from its own timer (the filter starts no thread):
@@ -799,8 +847,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// A time-mode filter whose next rotation time has passed (one loaded from a file older
     /// than a period) catches up at the next [`maintain`](Self::maintain): one rotation per
     /// period missed, up to `G`, so a file older than the whole window comes back with no
-    /// live item. (Until then, the inserts that read the clock rotate once each while a
-    /// rotation is due.)
+    /// live item. (Until then, the first insert that reads the clock rotates once and sets the
+    /// next rotation a period after now, leaving older generations for `maintain` to retire:
+    /// call it right after loading.)
     ///
     /// # Examples
     ///
@@ -838,6 +887,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             slots: self.slots,
             stride: self.stride,
             sample_shift: self.sample_shift,
+            chunk_blocks: self.chunk_blocks,
             chunks: self.chunks,
             epoch: self.epoch,
             counted: self.counted,
@@ -882,7 +932,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// [`rotate`](Self::rotate) done as `twin` does it.
     pub(crate) fn rotate_as(&self, twin: Twin) -> Option<u64> {
-        self.try_rotate(true, twin).ok()
+        self.rotate_waiting(twin)
     }
 
     /// Claims and clears one chunk of the spare, as an insert picked by its hash does.

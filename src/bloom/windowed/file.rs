@@ -139,6 +139,10 @@ impl Record {
         if mode != AFTER_INSERTS && counted != 0 {
             return Err(bad_header("a count without a rotation by count"));
         }
+        if counted >= MAX_EPOCH {
+            // A generation counts at most its count plus what arrives before the rotation.
+            return Err(bad_header("new items counted beyond 2^63"));
+        }
         let generation_fpr = f64::from_bits(u64_at(48));
         if !(generation_fpr > 0.0 && generation_fpr < 1.0) {
             return Err(bad_header("generation false-positive rate outside (0, 1)"));

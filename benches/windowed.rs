@@ -435,6 +435,28 @@ fn timed_lookups(
     elapsed
 }
 
+/// Times `lookup` over `iters` keys of `keys` in calls of at most 1,024 keys, from `*next` on,
+/// cycling; `lookup` returns how many it found.
+fn timed_batches(
+    keys: &[u64],
+    next: &mut usize,
+    iters: u64,
+    mut lookup: impl FnMut(&[u64]) -> usize,
+) -> Duration {
+    let mut left = iters as usize;
+    let mut hits = 0usize;
+    let start = Instant::now();
+    while left > 0 {
+        let count = left.min(keys.len() - *next).min(1024);
+        hits += lookup(&keys[*next..*next + count]);
+        *next = (*next + count) % keys.len();
+        left -= count;
+    }
+    let elapsed = start.elapsed();
+    black_box(hits);
+    elapsed
+}
+
 fn bench_contains(c: &mut Criterion, s: &Structures, pool: &Pool, label: &str) {
     for (group_name, which) in [("contains_miss", Keys::Miss), ("contains_hit", Keys::Hit)] {
         let keys = if which == Keys::Hit {
@@ -487,6 +509,36 @@ fn bench_contains(c: &mut Criterion, s: &Structures, pool: &Pool, label: &str) {
                 let elapsed = start.elapsed();
                 black_box(hits);
                 elapsed
+            });
+        });
+        // The batch APIs: 1,024 keys per call, hashed lazily inside the call.
+        group.bench_function(id("seen_window_batch", 1), |b| {
+            let w = s.window();
+            let mut hits = Vec::with_capacity(1024);
+            b.iter_custom(|iters| {
+                timed_batches(keys, &mut next, iters, |chunk| {
+                    hits.clear();
+                    let h = w.hasher();
+                    w.contains_many_hashes(chunk.iter().map(|k| h.hash_item(k)), &mut hits)
+                })
+            });
+        });
+        group.bench_function(id("separate_sequential_batch", 1), |b| {
+            let sep = s.separate().read().unwrap();
+            let (mut any, mut hits) = (Vec::with_capacity(1024), Vec::with_capacity(1024));
+            b.iter_custom(|iters| {
+                timed_batches(keys, &mut next, iters, |chunk| {
+                    // Each filter's batch lookup in turn, newest first, OR-ed: the batch
+                    // version of the ingest job's loop (no short-circuit per key).
+                    any.clear();
+                    any.resize(chunk.len(), false);
+                    for f in sep.newest_first() {
+                        hits.clear();
+                        f.contains_many(chunk, &mut hits);
+                        any.iter_mut().zip(&hits).for_each(|(a, &h)| *a |= h);
+                    }
+                    any.iter().filter(|&&a| a).count()
+                })
             });
         });
         group.bench_function(id("one_filter", 1), |b| {

@@ -504,3 +504,48 @@ fn two_threads_inserting_one_key_at_once_across_rotations_get_one_new() {
         "{neither} keys new to neither thread"
     );
 }
+
+/// The batch lookup answers as `contains` does, item by item, for batches of every length
+/// around the group size, on a window large enough for the batched path (8 MiB and more) and
+/// on a small one (a loop of `contains`), across rotations.
+#[test]
+fn contains_many_answers_as_contains_does() {
+    for per in [1_000u64, 1_000_000] {
+        let f = manual(per, 7, 0.01);
+        let inserted = keys(70, 20_000);
+        for (i, k) in inserted.iter().enumerate() {
+            f.insert(k);
+            if i % 5_000 == 4_999 {
+                f.rotate();
+            }
+        }
+        if per == 1_000_000 {
+            assert!(f.memory_bytes() >= 8 << 20, "{}", f.memory_bytes());
+        }
+        let fresh = keys(71, 20_000);
+        let mut start = 0;
+        for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1_000] {
+            // Half inserted keys, half fresh ones, interleaved.
+            let batch: Vec<u64> = (0..len)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        inserted[(start + i) % inserted.len()]
+                    } else {
+                        fresh[start + i]
+                    }
+                })
+                .collect();
+            start += len;
+            let mut hits = vec![true]; // appended to, not replaced
+            let n = f.contains_many(&batch, &mut hits);
+            let expected: Vec<bool> = batch.iter().map(|k| f.contains(k)).collect();
+            assert_eq!(&hits[1..], &expected[..], "per {per}, len {len}");
+            assert_eq!(n, expected.iter().filter(|&&h| h).count());
+            // Every inserted key of the last 7 generations is found (all of them here).
+            assert!(
+                batch.iter().zip(&hits[1..]).step_by(2).all(|(_, &h)| h),
+                "per {per}, len {len}"
+            );
+        }
+    }
+}

@@ -634,7 +634,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                     }
                 }
                 if counted >= n {
-                    self.try_rotate(false, Twin::Correct).map(|_| 1)
+                    self.try_rotate(false).map(|_| 1)
                 } else {
                     Ok(0)
                 }
@@ -693,18 +693,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         }
     }
 
-    /// Starts generation `epoch + 1` if `epoch` is still current, its spare is clear and no
-    /// other thread holds the rotation lock. The lock is held for O(1): the clearing happens
-    /// before it is taken, so a rotator descheduled while clearing keeps no one from
-    /// rotating.
-    fn rotate_from(&self, epoch: u64, twin: Twin) -> Result<u64, NotRotated> {
-        let Some(_guard) = self.rotating.try_lock() else {
-            return Err(NotRotated::Busy);
-        };
-        self.publish_if_ready(epoch, twin)
-    }
-
-    /// [`rotate_from`](Self::rotate_from) with the lock held.
+    /// Starts generation `epoch + 1` if `epoch` is still current and its spare is clear; the
+    /// caller holds the rotation lock. The lock is held for O(1): the clearing happens before it
+    /// is taken, so a rotator descheduled while clearing keeps no one from rotating.
     fn publish_if_ready(&self, epoch: u64, twin: Twin) -> Result<u64, NotRotated> {
         if self.epoch.0.load(Relaxed) != epoch {
             // Another thread rotated since the caller looked: that rotation stands for this one.
@@ -720,15 +711,17 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     }
 
     /// A rotation now: clears the spare first if `force` (without the lock), else only onto a
-    /// clear spare. Returns the new generation's number.
-    fn try_rotate(&self, force: bool, twin: Twin) -> Result<u64, NotRotated> {
+    /// clear spare; then only tries the rotation lock (a holder makes it `Busy`). Returns the
+    /// new generation's number.
+    fn try_rotate(&self, force: bool) -> Result<u64, NotRotated> {
         let epoch = self.epoch.0.load(Acquire);
-        if force && twin != Twin::PublishWhenClaimed {
+        if force {
             self.clear_spare(epoch);
-        } else if force {
-            while self.clear_chunk() {}
         }
-        self.rotate_from(epoch, twin)
+        let Some(_guard) = self.rotating.try_lock() else {
+            return Err(NotRotated::Busy);
+        };
+        self.publish_if_ready(epoch, Twin::Correct)
     }
 
     /// Time mode: rotates if `now` has passed the rotation time; returns how many rotations it
@@ -852,7 +845,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                 self.rotate_if_due(as_nanos(self.clock.now()), true)
             }
             Rotation::AfterInserts(n) if self.counted.0.load(Relaxed) >= n => {
-                self.try_rotate(true, Twin::Correct).map(|_| 1)
+                self.try_rotate(true).map(|_| 1)
             }
             _ => Ok(0),
         };

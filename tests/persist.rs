@@ -1726,14 +1726,6 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
     }
 }
 
-/// Re-signs the payload of a file of one chunk after a test has rewritten it.
-fn reseal(file: &mut [u8]) {
-    let header = u32::from_le_bytes(file[12..16].try_into().unwrap()) as usize;
-    let end = file.len() - 8;
-    let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&file[header..end], 0);
-    file[end..].copy_from_slice(&sum.to_le_bytes());
-}
-
 /// A windowed filter's file whose header or window record says something impossible, re-signed
 /// so that only that is wrong: each a typed error, from `load` and from `read_from`, before any
 /// allocation of the size it names.
@@ -1791,7 +1783,7 @@ fn crafted_window_files_are_refused_for_what_they_say() {
     for (what, at, bytes) in record_cases {
         let mut file = good.clone();
         file[R + at..R + at + bytes.len()].copy_from_slice(bytes);
-        reseal(&mut file);
+        common::reseal(&mut file);
         let err = refused(&file, what);
         assert!(
             matches!(err, Error::Corrupt(Corruption::Header(_))),
@@ -1803,10 +1795,10 @@ fn crafted_window_files_are_refused_for_what_they_say() {
     file[R + 16..R + 20].copy_from_slice(&3u32.to_le_bytes());
     file[R + 24..R + 32].copy_from_slice(&1000u64.to_le_bytes());
     file[R + 32..R + 40].copy_from_slice(&1500u64.to_le_bytes());
-    reseal(&mut file);
+    common::reseal(&mut file);
     refused(&file, "aligned off its period");
     file[R + 32..R + 40].copy_from_slice(&2000u64.to_le_bytes());
-    reseal(&mut file);
+    common::reseal(&mut file);
     let aligned = WindowedBloomFilter::read_from(&file[..]).unwrap();
     assert_eq!(
         aligned.rotation(),
@@ -1818,7 +1810,7 @@ fn crafted_window_files_are_refused_for_what_they_say() {
         let mut file = good.clone();
         let word = R + 64 + 8 * (4 * (blocks / 2) + slot);
         file[word] |= 1;
-        reseal(&mut file);
+        common::reseal(&mut file);
         let err = refused(&file, what);
         assert!(
             matches!(err, Error::Corrupt(Corruption::Header(_))),

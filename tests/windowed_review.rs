@@ -282,14 +282,6 @@ fn a_rotate_during_a_save_waits_and_rotates() {
     );
 }
 
-/// Re-signs the payload of a file of one chunk (copied from tests/persist.rs).
-fn reseal(file: &mut [u8]) {
-    let header = u32::from_le_bytes(file[12..16].try_into().unwrap()) as usize;
-    let end = file.len() - 8;
-    let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&file[header..end], 0);
-    file[end..].copy_from_slice(&sum.to_le_bytes());
-}
-
 /// Review finding 8: The window record's count is not range-checked on load: a (checksummed) file with
 /// `counted` near u64::MAX loads, and the next counted insert overflows `fetch_add(step) + step`
 /// (a panic in debug builds; in release the sum wraps and the filter never rotates by count).
@@ -304,7 +296,7 @@ fn a_loaded_count_beyond_2_63_is_refused() {
     f.write_to(&mut file).unwrap();
     let h = u32::from_le_bytes(file[12..16].try_into().unwrap()) as usize;
     file[h + 40..h + 48].copy_from_slice(&(u64::MAX).to_le_bytes());
-    reseal(&mut file);
+    common::reseal(&mut file);
     assert!(matches!(
         WindowedBloomFilter::read_from(&file[..]),
         Err(seen::Error::Corrupt(_))

@@ -33,6 +33,20 @@ fn bloom_header(sizing: &BlockedSizing, hasher: Option<HasherIdentity>) -> Heade
     }
 }
 
+/// The bits of `lines` cache lines, or [`Error::TooLarge`] past the constructors' limit (the bits
+/// fit a `u64` and their bytes an allocation): what a header may promise.
+pub(crate) fn line_bits(lines: u64) -> Result<u64, Error> {
+    let limit = crate::sizing::max_bits();
+    lines
+        .checked_mul(512)
+        .filter(|&bits| bits < limit)
+        .ok_or(Error::TooLarge {
+            what: "bits",
+            requested: lines as f64 * 512.0,
+            limit,
+        })
+}
+
 /// The sizing a Bloom filter header describes, after checking that every field is possible and
 /// that they agree with each other; the payload holds the bits and then `records` records of
 /// `record_bytes` each (none for an atomic filter, the pending hashes of a semi-concurrent one). The sizing model
@@ -57,16 +71,7 @@ fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Err
             "payload length disagrees with the blocks and records",
         ));
     }
-    // The limit of the constructors: the bits fit a `u64` and their bytes an allocation.
-    let limit = crate::sizing::max_bits();
-    let bits = lines
-        .checked_mul(512)
-        .filter(|&bits| bits < limit)
-        .ok_or(Error::TooLarge {
-            what: "bits",
-            requested: lines as f64 * 512.0,
-            limit,
-        })?;
+    let bits = line_bits(lines)?;
     Ok(BlockedSizing {
         layout,
         capacity: header.capacity,

@@ -9,7 +9,7 @@ use core::time::Duration;
 
 use super::{Rotation, RotationState, WindowedBloomFilter};
 use crate::bits::AtomicBits;
-use crate::bloom::file::bloom_parameters;
+use crate::bloom::file::{bloom_parameters, line_bits};
 use crate::clock::{Clock, SystemClock, as_nanos};
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
@@ -197,17 +197,7 @@ fn words_per_block(header: &Header) -> Result<u64, Error> {
     {
         return Err(mismatch());
     }
-    // The limit of the constructors: the bits fit a `u64` and their bytes an allocation.
-    let limit = crate::sizing::max_bits();
-    let lines = header.blocks / 8 * stride;
-    lines
-        .checked_mul(512)
-        .filter(|&bits| bits < limit)
-        .ok_or(Error::TooLarge {
-            what: "bits",
-            requested: lines as f64 * 512.0,
-            limit,
-        })?;
+    line_bits(header.blocks / 8 * stride)?;
     Ok(stride)
 }
 

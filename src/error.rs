@@ -87,6 +87,14 @@ pub enum Error {
         /// What differs: `"layout"`, `"blocks"`, `"hashes"` or `"hasher"`.
         what: &'static str,
     },
+    /// A [`GrowingBloomFilter`](crate::GrowingBloomFilter) built with
+    /// [`non_scaling`](crate::GrowingOptions::non_scaling) holds its capacity of new items: the
+    /// item was not inserted (RedisBloom's `NONSCALING` filter is full). Items already in the
+    /// filter are still answered.
+    Full {
+        /// The capacity the filter was built with.
+        capacity: u64,
+    },
     /// The requested structure is larger than a `u64` can count or this machine can address.
     TooLarge {
         /// What was being computed (`"bits"`, `"buckets"`, `"insertions"`).
@@ -219,6 +227,11 @@ impl fmt::Display for Error {
                 f,
                 "the filters differ in {what}: only filters of the same layout, blocks, \
                  positions per item and hasher can be merged"
+            ),
+            Self::Full { capacity } => write!(
+                f,
+                "the non-scaling filter holds its capacity of {capacity} new items: the item \
+                 was not inserted"
             ),
             Self::TooLarge {
                 what,

@@ -133,8 +133,9 @@ pub mod sizing;
 mod sync;
 
 pub use bloom::{
-    AtomicBloomFilter, CompactionStats, FrozenBloomFilter, Rotation, SemiConcurrentBloomFilter,
-    WindowOptions, WindowedBloomFilter,
+    AtomicBloomFilter, BloomInfo, CompactionStats, FrozenBloomFilter, GrowingBloomFilter,
+    GrowingOptions, LayerInfo, Rotation, SemiConcurrentBloomFilter, WindowOptions,
+    WindowedBloomFilter,
 };
 pub use error::{Corruption, Error};
 pub use filter::DedupFilter;

@@ -6,6 +6,8 @@
 //!   `memory_bytes()`.
 //! - [`BloomSizing`]: the classic (unblocked) textbook formula, kept as the reference the
 //!   blocked sizing is compared with: blocking costs bits at equal false-positive rate.
+//! - [`GrowingSizing`]: the [`GrowingBloomFilter`](crate::GrowingBloomFilter)'s layers, each
+//!   `expansion` times larger than the one before at a tighter rate.
 //! - [`window`]: the [`WindowedBloomFilter`](crate::WindowedBloomFilter), `G` generations of
 //!   word-layout filters whose words share a cache line.
 //! - [`overwrite_buckets`] and its inverses: the overwrite maps.
@@ -35,10 +37,13 @@ use core::f64::consts::LN_2;
 use crate::Error;
 
 mod blocked;
+mod growing;
 mod window;
 
 pub(crate) use blocked::per_item_fill;
 pub use blocked::{BlockedSizing, blocked};
+pub(crate) use growing::OVERSHOOT_DIVISOR;
+pub use growing::{DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, MAX_LAYERS};
 pub use window::{MAX_GENERATIONS, WindowSizing, window};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a

@@ -3,13 +3,14 @@
 use core::fmt;
 use core::hash::Hash;
 
+use super::info::{self, BloomInfo};
 use super::probe::{block, line_bits, word_probe};
 use super::{AtomicOptions, BloomBuilder, Probe};
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
-use crate::sync::Ordering::Relaxed;
+use crate::sync::Ordering::{self, Relaxed};
 use crate::{DedupFilter, Error, Layout};
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
@@ -145,43 +146,23 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         self.insert_probe(&Probe::new(hash, &self.sizing))
     }
 
-    /// Always inlined (the word layout's whole insert is a few instructions); the line
-    /// layout's longer path is a function of its own.
     #[inline(always)]
     fn insert_probe(&self, probe: &Probe) -> bool {
-        match *probe {
-            Probe::Word { word, mask } => insert_word(self.bits.word(word), mask),
-            Probe::Line { line, h2, k } => self.insert_line(line, h2, k),
-        }
+        insert_at(&self.bits, probe, Relaxed)
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert_line(&self, line: usize, h2: u64, k: u32) -> bool {
-        let line = &self.bits.line(line).0;
-        // Test every bit in place first (loads only: an item seen before writes nothing, and
-        // no masks are built for it). Only an item with a bit missing builds its 8 masks and
-        // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
-        // that was unset, so an item whose bits no one else sets is always new, whatever
-        // other items do concurrently (at least once, with no exception). Deciding by the
-        // first missing bit alone (tried: fewer keys new to two threads in step) lets another
-        // item's concurrent write to that one bit make a lone insert of a new item return
-        // `false`, which no sequential order explains; loom found it.
-        let mut all = 1;
-        line_bits(h2, k, |word, bit| all &= line[word].load(Relaxed) >> bit);
-        if all & 1 == 1 {
-            return false;
-        }
-        let mut masks = [0u64; LINE_WORDS];
-        line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
-        let mut new = false;
-        for (word, &mask) in line.iter().zip(&masks) {
-            if mask != 0 && word.load(Relaxed) & mask != mask {
-                new |= word.fetch_or(mask, Relaxed) & mask != mask;
-            }
-        }
-        new
+        insert_line(&self.bits, line, h2, k, Relaxed)
     }
-
+    // Test every bit in place first (loads only: an item seen before writes nothing, and
+    // no masks are built for it). Only an item with a bit missing builds its 8 masks and
+    // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
+    // that was unset, so an item whose bits no one else sets is always new, whatever
+    // other items do concurrently (at least once, with no exception). Deciding by the
+    // first missing bit alone (tried: fewer keys new to two threads in step) lets another
+    // item's concurrent write to that one bit make a lone insert of a new item return
+    // `false`, which no sequential order explains; loom found it.
     /// [`contains`](Self::contains) of an already computed hash.
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
@@ -190,15 +171,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
 
     #[inline(always)]
     fn contains_probe(&self, probe: &Probe) -> bool {
-        match *probe {
-            Probe::Word { word, mask } => self.bits.word(word).load(Relaxed) & mask == mask,
-            Probe::Line { line, h2, k } => {
-                let line = &self.bits.line(line).0;
-                let mut all = 1;
-                line_bits(h2, k, |word, bit| all &= line[word].load(Relaxed) >> bit);
-                all & 1 == 1
-            }
-        }
+        contains_at(&self.bits, probe, Relaxed)
     }
 
     /// Inserts every item; returns how many were new (as [`insert`](Self::insert) would count
@@ -452,15 +425,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn estimated_len(&self) -> u64 {
-        let m = self.bit_len() as f64;
-        let set = self.bits.count_ones() as f64;
-        if set >= m {
-            return u64::MAX;
-        }
-        // The expected fraction of a block's bits one item sets.
-        let per_item =
-            crate::sizing::per_item_fill(f64::from(self.sizing.hashes), self.sizing.layout);
-        (-(self.sizing.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
+        info::estimated_len(self.bits.iter_words(), &self.sizing)
     }
 
     /// The false-positive rate of the filter as it is now: the probability that an item never
@@ -478,22 +443,19 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn estimated_fpr(&self) -> f64 {
-        let k = self.sizing.hashes as i32;
-        let block = self.sizing.layout.block_bits();
-        let table: Vec<f64> = (0..=block)
-            .map(|s| (f64::from(s) / f64::from(block)).powi(k))
-            .collect();
-        let words_per_block = (block / 64) as usize;
-        let mut sum = 0.0;
-        let mut set = 0u32;
-        for (i, word) in self.bits.iter_words().enumerate() {
-            set += word.count_ones();
-            if (i + 1) % words_per_block == 0 {
-                sum += table[set as usize];
-                set = 0;
-            }
-        }
-        sum / self.sizing.blocks as f64
+        info::estimated_fpr(self.bits.iter_words(), &self.sizing)
+    }
+
+    /// What the filter is and holds: capacity, bytes, layout, estimated distinct items and
+    /// false-positive rate ([`BloomInfo`]; `Display` for a log line). RedisBloom's `BF.INFO`
+    /// and `BF.CARD`. Reads every word: O(m).
+    pub fn info(&self) -> BloomInfo {
+        info::single(
+            "AtomicBloomFilter",
+            &self.sizing,
+            self.memory_bytes(),
+            || self.bits.iter_words(),
+        )
     }
 
     /// The number of distinct items the filter was sized for.
@@ -710,14 +672,68 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     }
 }
 
+/// Sets the probe's bits in `bits`, every access with `order` (`Relaxed` for the atomic filter,
+/// `SeqCst` where a protocol needs the single total order: the growing filter's layers); `true`
+/// if some bit was unset before. Always inlined (the word layout's whole insert is a few
+/// instructions); the line layout's longer path is a function of its own.
+#[inline(always)]
+pub(super) fn insert_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
+    match *probe {
+        Probe::Word { word, mask } => insert_word(bits.word(word), mask, order),
+        Probe::Line { line, h2, k } => insert_line(bits, line, h2, k, order),
+    }
+}
+
+/// Whether `bits` hold every bit of the probe, every load with `order`.
+#[inline(always)]
+pub(super) fn contains_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
+    match *probe {
+        Probe::Word { word, mask } => bits.word(word).load(order) & mask == mask,
+        Probe::Line { line, h2, k } => {
+            let line = &bits.line(line).0;
+            let mut all = 1;
+            line_bits(h2, k, |word, bit| all &= line[word].load(order) >> bit);
+            all & 1 == 1
+        }
+    }
+}
+
 /// Sets `mask` in `word`; `true` if some bit of it was unset before. Reads first, so an item that
 /// is already present costs a load and no write (no cache-line ownership transfer).
 #[inline]
-fn insert_word(word: &crate::sync::AtomicU64, mask: u64) -> bool {
-    if word.load(Relaxed) & mask == mask {
+fn insert_word(word: &crate::sync::AtomicU64, mask: u64, order: Ordering) -> bool {
+    if word.load(order) & mask == mask {
         return false;
     }
-    word.fetch_or(mask, Relaxed) & mask != mask
+    word.fetch_or(mask, order) & mask != mask
+}
+
+/// The line layout's insert of the `k` positions `h2` draws in `line`.
+#[inline]
+fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering) -> bool {
+    let line = &bits.line(line).0;
+    // Test every bit in place first (loads only: an item seen before writes nothing, and
+    // no masks are built for it). Only an item with a bit missing builds its 8 masks and
+    // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
+    // that was unset, so an item whose bits no one else sets is always new, whatever
+    // other items do concurrently (at least once, with no exception). Deciding by the
+    // first missing bit alone (tried: fewer keys new to two threads in step) lets another
+    // item's concurrent write to that one bit make a lone insert of a new item return
+    // `false`, which no sequential order explains; loom found it.
+    let mut all = 1;
+    line_bits(h2, k, |word, bit| all &= line[word].load(order) >> bit);
+    if all & 1 == 1 {
+        return false;
+    }
+    let mut masks = [0u64; LINE_WORDS];
+    line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
+    let mut new = false;
+    for (word, &mask) in line.iter().zip(&masks) {
+        if mask != 0 && word.load(order) & mask != mask {
+            new |= word.fetch_or(mask, order) & mask != mask;
+        }
+    }
+    new
 }
 
 impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {

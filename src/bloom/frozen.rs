@@ -6,6 +6,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::Probe;
+use super::info::{self, BloomInfo};
 use crate::bits::{LINE_WORDS, probe_allocation, try_boxed_slice};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
@@ -191,6 +192,17 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     /// The hasher.
     pub fn hasher(&self) -> &H {
         &self.hasher
+    }
+}
+
+impl<H> FrozenBloomFilter<H> {
+    /// What the snapshot is and holds, as
+    /// [`AtomicBloomFilter::info`](crate::AtomicBloomFilter::info). Reads every word: O(m).
+    pub fn info(&self) -> BloomInfo {
+        let bytes = self.segments.iter().map(|s| s.len() as u64 * 8).sum();
+        info::single("FrozenBloomFilter", &self.sizing, bytes, || {
+            self.segments.iter().flat_map(|s| s.iter().copied())
+        })
     }
 }
 

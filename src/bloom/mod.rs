@@ -9,6 +9,8 @@ mod atomic;
 pub(crate) mod config;
 mod file;
 mod frozen;
+mod growing;
+mod info;
 mod probe;
 mod semi;
 mod windowed;
@@ -16,6 +18,10 @@ mod windowed;
 pub use atomic::AtomicBloomFilter;
 pub use config::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
 pub use frozen::FrozenBloomFilter;
+#[cfg(all(test, seen_loom))]
+pub(crate) use growing::Twin as GrowTwin;
+pub use growing::{GrowingBloomFilter, GrowingOptions};
+pub use info::{BloomInfo, LayerInfo};
 pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
 #[cfg(all(test, seen_loom))]

@@ -5,6 +5,7 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::frozen::FrozenBloomFilter;
+use super::info::BloomInfo;
 use super::{BloomBuilder, SemiOptions};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
@@ -409,6 +410,21 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// The current snapshot: every item compacted so far, immutable, usable from any thread.
     pub fn snapshot(&self) -> Arc<FrozenBloomFilter<H>> {
         self.current.load()
+    }
+
+    /// What the filter is and holds, as
+    /// [`AtomicBloomFilter::info`](crate::AtomicBloomFilter::info), from the current
+    /// snapshot: its bits give the estimates, to which the items waiting for a compaction are
+    /// added (they are looked up exactly, so they add nothing to the false-positive rate).
+    /// `bytes` is one copy of the bits; the filter keeps up to two while a compaction runs.
+    /// Reads every word: O(m).
+    pub fn info(&self) -> BloomInfo {
+        let mut info = self.current.read(|snapshot| snapshot.info());
+        info.structure = "SemiConcurrentBloomFilter";
+        if info.estimated_len != u64::MAX {
+            info.estimated_len = info.estimated_len.saturating_add(self.pending_len() as u64);
+        }
+        info
     }
 
     /// The number of hashes waiting for a compaction (may be stale when other threads write).

@@ -6,9 +6,10 @@ use core::hash::Hash;
 use core::time::Duration;
 
 use super::BloomBuilder;
+use super::info::{self, BloomInfo};
 use super::probe::word_probe;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
-use crate::bits::{AtomicBits, LINE_WORDS};
+use crate::bits::{AtomicBits, LINE_WORDS, Padded};
 use crate::clock::{Clock, SystemClock, as_nanos};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::{WindowSizing, window};
@@ -142,11 +143,6 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
 /// stays in the microseconds, large enough that the claims are few. (More for a filter of more
 /// than 2^36 blocks, so that the chunks fit the claim word's 31 bits: see `chunk_blocks`.)
 const CLEAR_CHUNK_BLOCKS: u64 = 32;
-
-/// One cache line of its own for a counter every writer touches, so that it does not share a
-/// line with the read-mostly fields.
-#[repr(align(64))]
-struct Padded<T>(T);
 
 /// The deliberately broken variants the loom models run (`Correct` outside them): each names
 /// one step of the protocol done wrong.
@@ -886,6 +882,66 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// The bytes of bits allocated (every generation, the spare and the padding).
     pub fn memory_bytes(&self) -> u64 {
         self.sizing.bytes()
+    }
+
+    /// What the filter is and holds: `layers` is the number of live generations, `capacity`
+    /// `G` times a generation's, `estimated_len` the sum of the live generations' estimates,
+    /// `estimated_fpr` the probability that a new item is found in some live generation now
+    /// (`1 - Π (1 - (s_g / 64)^k)`, averaged over blocks). Reads every word: O(m).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// for i in 0..3000u64 {
+    ///     f.insert(&i);
+    ///     if i % 1000 == 999 {
+    ///         f.rotate();
+    ///     }
+    /// }
+    /// let info = f.info();
+    /// assert_eq!((info.layers, info.capacity), (3, 3000));
+    /// assert!((1900..2100).contains(&info.estimated_len), "{info}"); // 2 full generations live
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn info(&self) -> BloomInfo {
+        let generation = &self.sizing.generation;
+        let live = self.live(self.epoch.0.load(Acquire));
+        let blocks = generation.blocks as usize;
+        let word = |block: usize, slot: u64| {
+            self.bits
+                .word(block * self.stride + slot as usize)
+                .load(Relaxed)
+        };
+        let slots = (0..self.slots).filter(|s| live & (1 << s) != 0);
+        let estimated_len = slots
+            .clone()
+            .map(|s| info::estimated_len((0..blocks).map(|b| word(b, s)), generation))
+            .fold(0u64, u64::saturating_add);
+        let k = generation.hashes as i32;
+        let table: Vec<f64> = (0..=64).map(|s| (f64::from(s) / 64.0).powi(k)).collect();
+        let mut sum = 0.0;
+        for b in 0..blocks {
+            let miss: f64 = slots
+                .clone()
+                .map(|s| 1.0 - table[word(b, s).count_ones() as usize])
+                .product();
+            sum += 1.0 - miss;
+        }
+        BloomInfo {
+            structure: "WindowedBloomFilter",
+            layout: Layout::Word,
+            capacity: generation
+                .capacity
+                .saturating_mul(u64::from(self.sizing.generations)),
+            fpr: self.sizing.fpr,
+            bytes: self.memory_bytes(),
+            layers: self.sizing.generations,
+            inserted: None,
+            estimated_len,
+            estimated_fpr: sum / blocks as f64,
+            expansion: None,
+        }
     }
 
     /// The hasher.

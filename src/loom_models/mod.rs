@@ -15,6 +15,7 @@
 
 mod atomic_bloom;
 mod facade;
+mod growing;
 mod overwrite;
 mod persist;
 mod semi_concurrent;

@@ -18,6 +18,12 @@ pub(crate) fn spin_hint() {
     loom::thread::yield_now();
 }
 
+/// A wait for another thread's progress: a yield to loom's scheduler, as [`spin_hint`].
+#[inline]
+pub(crate) fn backoff(_round: u32) {
+    loom::thread::yield_now();
+}
+
 /// A `SeqCst` fence: loom runs `SeqCst` accesses as `AcqRel` but models `SeqCst` fences, so
 /// the fence stands in for the total order the std build gets from its `SeqCst` accesses
 /// (see `std_impl::sc_order`).

@@ -11,6 +11,17 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// Called in a loop that waits for another thread's progress: a CPU pause hint for the first
+/// 64 rounds, then a yield to the operating system (the thread waited for may need this core).
+#[inline]
+pub(crate) fn backoff(round: u32) {
+    if round < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 /// Marks a point where the protocol relies on the single total order of `SeqCst` accesses
 /// (C++20 [atomics.order] p4: `SeqCst` operations that are coherence-ordered are ordered the
 /// same way in that order). Here it is nothing: the accesses on either side are `SeqCst`

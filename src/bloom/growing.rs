@@ -1,0 +1,632 @@
+//! `GrowingBloomFilter`: atomic Bloom filter layers, each `expansion` times larger than the one
+//! before at a tighter rate, added without a lock when the newest is full (RedisBloom's scaling
+//! filter, concurrent).
+
+use core::fmt;
+use core::hash::Hash;
+
+use super::atomic::{contains_at, insert_at};
+use super::info::{BloomInfo, LayerInfo, estimated_fpr, estimated_len};
+use super::{BloomBuilder, Probe};
+use crate::Error;
+use crate::bits::{AtomicBits, Padded};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sizing::{
+    BlockedSizing, DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, OVERSHOOT_DIVISOR,
+};
+use crate::sync::Ordering::{self, Relaxed, SeqCst};
+use crate::sync::{Arc, ArcCell, AtomicU64, backoff, sc_order};
+
+/// The state word's low 32 bits: the number of layers published.
+const LAYERS: u64 = u32::MAX as u64;
+/// A thread has claimed the growth and is allocating the next layer.
+const CLAIMED: u64 = 1 << 32;
+/// The newest layer is full and no growth is under way: a non-scaling filter that is full, or
+/// a growth that failed (the next insert of a new item tries again, and reports the error).
+const STUCK: u64 = 1 << 33;
+
+/// A Bloom filter that grows: when its newest layer holds its capacity of new items, it adds a
+/// layer `expansion` times larger at a tighter false-positive rate, so the rate of the whole
+/// filter stays under its target however many items arrive. RedisBloom's scaling filter
+/// (`BF.RESERVE key error capacity EXPANSION n`), concurrent: any number of threads insert and
+/// query through `&self`, and growth takes no lock.
+///
+/// - **Layers**: layer `i` holds `c0 · e^i` new items at rate `P · (1 - t) · t^i`, for the
+///   initial capacity `c0`, the expansion `e` (default 2), the target `P` and the tightening
+///   ratio `t` (default 0.8). The rates add up to less than `P` for any number of layers
+///   ([derivation, and why 0.8](crate::docs::sizing#growing-filters)).
+/// - **Lookups** check the layers newest-first; an insert checks them all, then sets the
+///   item's bits in the newest. With `L` layers a new item costs `L` cache lines (after `100 ·
+///   c0` items, `L = 7`).
+/// - **Growth**: the insert whose count of new items reaches the newest layer's capacity
+///   claims the growth (one compare-and-swap: exactly one thread), allocates and zeroes the
+///   next layer and publishes it. Meanwhile the other threads go on inserting into the full
+///   layer, up to 1/64 of its capacity more (each layer is sized with that room); an insert
+///   that would pass it waits for the new layer. Lookups never wait.
+/// - **Errors instead of an overfull filter**: [`insert`](Self::insert) returns a `Result`.
+///   [`Error::Full`] from a [`non_scaling`](GrowingOptions::non_scaling) filter that holds its
+///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated; the
+///   layout's [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
+///   schedule. The item is then not inserted (an `Err` means nothing happened), and items
+///   already in the filter are still answered `Ok(false)`.
+///
+/// # Guarantees
+///
+/// - **No false negatives**, across growths: once `insert(x)` returned `Ok`, every
+///   `contains(x)` that happens after it returns `true` (the item's bits are in a layer that
+///   every later list of layers holds).
+/// - **Racing inserts of one new item**: at least one returns `Ok(true)`; with
+///   [`Layout::Word`](crate::Layout::Word) (the default) exactly one does, also when a growth lands in the middle
+///   (the insert re-checks the number of layers after its write, and follows a growth into
+///   the new layer: [the protocol](crate::docs::concurrency#growingbloomfilter)).
+/// - `contains` is wait-free; `insert` is lock-free except in one corner: an insert that finds
+///   the newest layer 1/64 past its capacity while another thread allocates the next waits for
+///   that thread.
+///
+/// This type does not implement [`DedupFilter`](crate::DedupFilter): its `insert` can fail,
+/// and the trait's `bool` could only hide that (by dropping the item, or by overfilling).
+///
+/// # Examples
+///
+/// ```
+/// use seen::GrowingBloomFilter;
+///
+/// let seen = GrowingBloomFilter::with_capacity(1000, 0.01)?; // grows past 1000
+/// let mut new = 0;
+/// for i in 0..100_000u64 {
+///     new += usize::from(seen.insert(&i)?); // `?`: a growth can fail; here it never does
+/// }
+/// assert!(new > 99_000); // the others were false positives
+/// assert!(seen.contains(&42u64));
+/// assert_eq!(seen.layers(), 7); // 1000 + 2000 + ... + 64,000 ≥ 100,000
+/// let info = seen.info();
+/// assert!(info.estimated_fpr < 0.01);
+/// println!("{info}"); // one line for the logs
+/// # Ok::<(), seen::Error>(())
+/// ```
+///
+/// A non-scaling filter refuses what it cannot hold:
+///
+/// ```
+/// use seen::{Error, GrowingBloomFilter};
+/// let fixed = GrowingBloomFilter::builder(100).non_scaling().build()?;
+/// let refused = (0..1000u64).filter(|i| fixed.insert(i) == Err(Error::Full { capacity: 100 }));
+/// assert!(refused.count() > 800);
+/// assert!(fixed.info().estimated_fpr < 0.01);
+/// # Ok::<(), seen::Error>(())
+/// ```
+pub struct GrowingBloomFilter<H = StableHasher> {
+    /// The layers, oldest first. A layer is in the list before [`state`](Self::state) counts
+    /// it; the list only ever grows.
+    layers: ArcCell<Layers>,
+    /// The number of layers published (low 32 bits), [`CLAIMED`], [`STUCK`]. Read by every
+    /// insert twice; written once per growth.
+    state: Padded<AtomicU64>,
+    growth: GrowingSizing,
+    scaling: bool,
+    hasher: H,
+}
+
+/// The list of layers: one immutable value per growth, swapped in whole.
+struct Layers(Vec<Arc<Layer>>);
+
+/// One layer: an atomic Bloom filter's bits, and its count of new items.
+struct Layer {
+    bits: AtomicBits,
+    /// What the bits were sized for: the capacity plus 1/32 of room.
+    sizing: BlockedSizing,
+    /// New items after which the filter grows.
+    capacity: u64,
+    /// An insert waits rather than pass this many new items while the next layer is being
+    /// allocated: the capacity plus 1/64 of it plus 1.
+    limit: u64,
+    /// A new item whose hash has this many low zero bits adds `1 << sample_shift` to
+    /// `counted`: exact below 2^17 items, within 3/256 at three standard deviations above.
+    sample_shift: u32,
+    counted: Padded<AtomicU64>,
+}
+
+/// The deliberately broken variants the loom models run (`Correct` outside them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(not(all(test, seen_loom)), allow(dead_code))]
+pub(crate) enum Twin {
+    /// The protocol as documented.
+    Correct,
+    /// The insert does not re-check the number of layers after its write.
+    IgnoreGrowth,
+    /// The growth publishes the new layer, then zeroes its bits (the memory held another
+    /// layer's bits before: "publishes a layer before it is initialised").
+    PublishBeforeInit,
+}
+
+/// What one attempt of an insert came to.
+enum Step {
+    /// Inserted (or found): the result.
+    Done(bool),
+    /// Inserted as new into layer `n - 1`, whose count reached its capacity: start a growth.
+    Crossed(usize),
+    /// The newest layer is full and no growth is under way.
+    Stuck,
+    /// The newest layer is at its limit and another thread is allocating the next.
+    Wait,
+}
+
+impl Layer {
+    fn new(sizing: BlockedSizing, capacity: u64, twin: Twin) -> Result<Self, Error> {
+        let bits = AtomicBits::new(sizing.lines())?;
+        if twin == Twin::PublishBeforeInit {
+            // Memory that held another layer: every bit set until it is zeroed.
+            for i in 0..bits.words() {
+                bits.word(i).store(u64::MAX, Relaxed);
+            }
+        }
+        Ok(Self {
+            bits,
+            sizing,
+            capacity,
+            limit: capacity.saturating_add(capacity / OVERSHOOT_DIVISOR + 1),
+            sample_shift: (capacity >> 16).max(1).ilog2(),
+            counted: Padded(AtomicU64::new(0)),
+        })
+    }
+
+    #[inline(always)]
+    fn contains(&self, hash: Hash128, order: Ordering) -> bool {
+        contains_at(&self.bits, &Probe::new(hash, &self.sizing), order)
+    }
+
+    /// Counts a new item (if its hash samples it); whether the count reached the capacity.
+    #[inline(always)]
+    fn count(&self, hash: Hash128) -> bool {
+        if hash.h1 & ((1 << self.sample_shift) - 1) != 0 {
+            return false;
+        }
+        let step = 1 << self.sample_shift;
+        self.counted.0.fetch_add(step, Relaxed).saturating_add(step) >= self.capacity
+    }
+
+    fn info(&self) -> LayerInfo {
+        LayerInfo {
+            capacity: self.capacity,
+            fpr: self.sizing.fpr,
+            bytes: self.sizing.bytes(),
+            hashes: self.sizing.hashes,
+            inserted: self.counted.0.load(Relaxed),
+            estimated_len: estimated_len(self.bits.iter_words(), &self.sizing),
+            estimated_fpr: estimated_fpr(self.bits.iter_words(), &self.sizing),
+        }
+    }
+}
+
+/// Whether one of `layers` holds every bit of `hash`, newest first.
+#[inline(always)]
+fn held(layers: &[Arc<Layer>], hash: Hash128, order: Ordering) -> bool {
+    layers.iter().rev().any(|layer| layer.contains(hash, order))
+}
+
+impl GrowingBloomFilter {
+    /// A scaling filter whose first layer holds `initial_capacity` distinct items, with a
+    /// false-positive rate under `fpr` however much it grows; the defaults otherwise
+    /// (expansion 2, tightening ratio 0.8, [`Layout::Word`](crate::Layout::Word), [`StableHasher`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`GrowingSizing::new`] (the first layer's rate is `fpr / 5`: the word layout needs
+    /// `fpr` ≥ 3.2e-5), and [`Error::AllocationFailed`].
+    pub fn with_capacity(initial_capacity: u64, fpr: f64) -> Result<Self, Error> {
+        Self::builder(initial_capacity).fpr(fpr).build()
+    }
+
+    /// A builder for a filter whose first layer holds `initial_capacity` items, to choose the
+    /// rate, layout, hasher, [`expansion`](BloomBuilder::expansion),
+    /// [`tightening`](BloomBuilder::tightening) ratio, or
+    /// [`non_scaling`](BloomBuilder::non_scaling) mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{GrowingBloomFilter, Layout};
+    /// let f = GrowingBloomFilter::builder(1_000_000)
+    ///     .fpr(0.001)
+    ///     .layout(Layout::Line)
+    ///     .expansion(4)
+    ///     .tightening(0.9)
+    ///     .build()?;
+    /// assert_eq!(f.sizing().layer_capacity(1)?, 4_000_000);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn builder(initial_capacity: u64) -> BloomBuilder<GrowingOptions> {
+        BloomBuilder::new(initial_capacity, GrowingOptions::default())
+    }
+}
+
+impl<H: ItemHasher> GrowingBloomFilter<H> {
+    /// Inserts `item`: `Ok(true)` if it was certainly new (no layer held it), `Ok(false)` if it
+    /// possibly was (seen, or a false positive).
+    ///
+    /// # Errors
+    ///
+    /// Only for a new item that the filter cannot take; it is then **not** inserted:
+    /// [`Error::Full`] (a [`non_scaling`](GrowingOptions::non_scaling) filter at capacity),
+    /// [`Error::AllocationFailed`] (the next layer did not fit in memory; the next insert of a
+    /// new item tries again), [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] (the end of
+    /// the schedule: [`GrowingSizing::layer`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::GrowingBloomFilter::with_capacity(10, 0.01)?;
+    /// assert_eq!(f.insert("a"), Ok(true));
+    /// assert_eq!(f.insert("a"), Ok(false));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// Whether `item` is possibly in the filter: `false` means certainly never inserted.
+    /// Checks the layers newest-first; never writes, never waits.
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash (from
+    /// [`hasher`](Self::hasher)).
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        self.layers.read(|layers| held(&layers.0, hash, Relaxed))
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash (from [`hasher`](Self::hasher)).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
+        self.insert_hash_with(hash, Twin::Correct)
+    }
+
+    /// The insert protocol; `twin` selects a broken variant for the loom models.
+    ///
+    /// Every access to the state word and the bits is `SeqCst` (on x86-64 the same instructions
+    /// as `Relaxed`): exactly-once across a growth is a store-buffering pattern, and its proof
+    /// uses the single total order ([the protocol](crate::docs::concurrency#growingbloomfilter)).
+    pub(crate) fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> Result<bool, Error> {
+        let mut round = 0;
+        loop {
+            let state = self.state.0.load(SeqCst);
+            sc_order();
+            match self
+                .layers
+                .read(|layers| self.attempt(layers, state, hash, twin))
+            {
+                Step::Done(new) => return Ok(new),
+                Step::Crossed(layers) => {
+                    self.start_growth(layers, twin);
+                    return Ok(true);
+                }
+                Step::Stuck => self.grow_stuck(state, twin)?,
+                Step::Wait => {
+                    backoff(round);
+                    round = round.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// One attempt of an insert against the layers of `state`.
+    #[inline(always)]
+    fn attempt(&self, layers: &Layers, state: u64, hash: Hash128, twin: Twin) -> Step {
+        let n = (state & LAYERS) as usize;
+        let list = &layers.0[..n];
+        if held(list, hash, SeqCst) {
+            return Step::Done(false);
+        }
+        if state & (STUCK | CLAIMED) != 0 {
+            if state & STUCK != 0 {
+                return Step::Stuck;
+            }
+            if list[n - 1].counted.0.load(Relaxed) >= list[n - 1].limit {
+                return Step::Wait;
+            }
+        }
+        self.insert_from(layers, n, hash, twin)
+    }
+
+    /// Sets the item's bits in the newest of the first `n` layers, then re-checks the number
+    /// of layers: if layers were published meanwhile, an insert of the same item that read
+    /// them may have missed these bits, so the item is looked up in the layers published
+    /// meanwhile and written again into the newest (the result is `true` only if every write
+    /// was new and no such layer held it).
+    fn insert_from(&self, layers: &Layers, n: usize, hash: Hash128, twin: Twin) -> Step {
+        let layer = &layers.0[n - 1];
+        if !insert_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
+            return Step::Done(false);
+        }
+        sc_order();
+        let now = (self.state.0.load(SeqCst) & LAYERS) as usize;
+        if now == n || twin == Twin::IgnoreGrowth {
+            return if layer.count(hash) {
+                Step::Crossed(n)
+            } else {
+                Step::Done(true)
+            };
+        }
+        sc_order();
+        self.layers.read(|newer| {
+            debug_assert!(newer.0.len() >= now);
+            if held(&newer.0[n..now - 1], hash, SeqCst) {
+                Step::Done(false)
+            } else {
+                self.insert_from(newer, now, hash, twin)
+            }
+        })
+    }
+
+    /// After the count of layer `n - 1` reached its capacity: claims the growth (a scaling
+    /// filter) or marks the filter full (a non-scaling one), if no other thread did.
+    #[cold]
+    #[inline(never)]
+    fn start_growth(&self, n: usize, twin: Twin) {
+        let to = n as u64 | if self.scaling { CLAIMED } else { STUCK };
+        if self
+            .state
+            .0
+            .compare_exchange(n as u64, to, SeqCst, Relaxed)
+            .is_ok()
+            && self.scaling
+        {
+            // A failure leaves the filter stuck: the next insert of a new item retries and
+            // returns the error (this insert's item is in).
+            let _ = self.grow(n, twin);
+        }
+    }
+
+    /// An insert of a new item found the newest layer full and no growth under way.
+    #[cold]
+    #[inline(never)]
+    fn grow_stuck(&self, state: u64, twin: Twin) -> Result<(), Error> {
+        if !self.scaling {
+            return Err(Error::Full {
+                capacity: self.growth.initial_capacity,
+            });
+        }
+        let n = (state & LAYERS) as usize;
+        let claimed = (state & LAYERS) | CLAIMED;
+        match self
+            .state
+            .0
+            .compare_exchange(state, claimed, SeqCst, Relaxed)
+        {
+            Ok(_) => self.grow(n, twin),
+            // Another thread claimed it, or published: try the insert again.
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// The claimer's growth from `n` layers: allocate and zero layer `n`, publish the list
+    /// with it, then count it in the state word (which clears [`CLAIMED`]). On failure, the
+    /// state becomes [`STUCK`].
+    fn grow(&self, n: usize, twin: Twin) -> Result<(), Error> {
+        let at = n as u32;
+        let made = self
+            .growth
+            .layer(at)
+            .and_then(|sizing| Layer::new(sizing, self.growth.layer_capacity(at)?, twin));
+        let layer = match made {
+            Ok(layer) => Arc::new(layer),
+            Err(e) => {
+                self.state.0.store(n as u64 | STUCK, SeqCst);
+                return Err(e);
+            }
+        };
+        let mut list = self.layers.read(|layers| layers.0[..n].to_vec());
+        list.push(Arc::clone(&layer));
+        self.layers.store(Arc::new(Layers(list)));
+        sc_order();
+        self.state.0.store(n as u64 + 1, SeqCst);
+        if twin == Twin::PublishBeforeInit {
+            for i in 0..layer.bits.words() {
+                layer.bits.word(i).store(0, Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of layers: 1 when built, one more at each growth.
+    pub fn layers(&self) -> usize {
+        (self.state.0.load(Relaxed) & LAYERS) as usize
+    }
+
+    /// The first layer's capacity, `c0`.
+    pub fn capacity(&self) -> u64 {
+        self.growth.initial_capacity
+    }
+
+    /// The target false-positive rate of the whole filter.
+    pub fn fpr(&self) -> f64 {
+        self.growth.fpr
+    }
+
+    /// The schedule of layers: each one's capacity, rate and size
+    /// ([`GrowingSizing::layer`]).
+    pub fn sizing(&self) -> GrowingSizing {
+        self.growth
+    }
+
+    /// `false` for a filter built with [`non_scaling`](GrowingOptions::non_scaling).
+    pub fn is_scaling(&self) -> bool {
+        self.scaling
+    }
+
+    /// The bytes of bits of every layer.
+    pub fn memory_bytes(&self) -> u64 {
+        self.layers
+            .read(|layers| layers.0.iter().map(|layer| layer.sizing.bytes()).sum())
+    }
+
+    /// The hasher, to precompute hashes for [`insert_hash`](Self::insert_hash).
+    pub fn hasher(&self) -> &H {
+        &self.hasher
+    }
+
+    /// Each layer's capacity, size, count and estimated fill, oldest first. Reads every
+    /// word: O(m).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::GrowingBloomFilter::with_capacity(1000, 0.01)?;
+    /// for i in 0..2500u64 {
+    ///     f.insert(&i)?;
+    /// }
+    /// let layers = f.layer_info();
+    /// assert_eq!(layers.len(), 2);
+    /// assert_eq!((layers[0].capacity, layers[1].capacity), (1000, 2000));
+    /// assert!(layers[0].inserted >= 1000 && layers[1].fpr < layers[0].fpr);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn layer_info(&self) -> Vec<LayerInfo> {
+        self.layers
+            .read(|layers| layers.0.iter().map(|layer| layer.info()).collect())
+    }
+
+    /// What the filter is and holds: layers, capacity, bytes, new items counted, estimated
+    /// distinct items and false-positive rate (`1 - Π (1 - f_i)` over the layers' rates),
+    /// expansion. RedisBloom's `BF.INFO` and `BF.CARD`. Reads every word: O(m).
+    pub fn info(&self) -> BloomInfo {
+        let layers = self.layer_info();
+        let sum = |f: fn(&LayerInfo) -> u64| layers.iter().map(f).fold(0u64, u64::saturating_add);
+        BloomInfo {
+            structure: "GrowingBloomFilter",
+            layout: self.growth.layout,
+            capacity: sum(|l| l.capacity),
+            fpr: self.growth.fpr,
+            bytes: sum(|l| l.bytes),
+            layers: layers.len() as u32,
+            inserted: Some(sum(|l| l.inserted)),
+            estimated_len: sum(|l| l.estimated_len),
+            estimated_fpr: 1.0
+                - layers
+                    .iter()
+                    .map(|l| 1.0 - l.estimated_fpr)
+                    .product::<f64>(),
+            expansion: Some(self.growth.expansion),
+        }
+    }
+
+    /// [`insert`](Self::insert) through a twin, for the loom models.
+    #[cfg(all(test, seen_loom))]
+    pub(crate) fn insert_as<T: Hash + ?Sized>(&self, item: &T, twin: Twin) -> Result<bool, Error> {
+        self.insert_hash_with(self.hasher.hash_item(item), twin)
+    }
+}
+
+impl<H> fmt::Debug for GrowingBloomFilter<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrowingBloomFilter")
+            .field("sizing", &self.growth)
+            .field("scaling", &self.scaling)
+            .field("layers", &(self.state.0.load(Relaxed) & LAYERS))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The [`GrowingBloomFilter`]'s options: expansion, tightening ratio, scaling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GrowingOptions {
+    expansion: u32,
+    tightening: f64,
+    scaling: bool,
+}
+
+impl GrowingOptions {
+    /// Each layer holds this many times the items of the one before.
+    pub fn expansion(&self) -> u32 {
+        self.expansion
+    }
+
+    /// Each layer's rate is this fraction of the one before.
+    pub fn tightening(&self) -> f64 {
+        self.tightening
+    }
+
+    /// `false` once [`non_scaling`](BloomBuilder::non_scaling) was set.
+    pub fn scaling(&self) -> bool {
+        self.scaling
+    }
+
+    /// See [`BloomBuilder::non_scaling`].
+    pub fn non_scaling(&self) -> bool {
+        !self.scaling
+    }
+}
+
+impl Default for GrowingOptions {
+    /// Expansion 2, tightening ratio 0.8, scaling.
+    fn default() -> Self {
+        Self {
+            expansion: DEFAULT_EXPANSION,
+            tightening: DEFAULT_TIGHTENING,
+            scaling: true,
+        }
+    }
+}
+
+impl<H: ItemHasher> BloomBuilder<GrowingOptions, H> {
+    /// Each new layer holds `expansion` times the items of the one before (default 2;
+    /// RedisBloom's `EXPANSION`). 1 adds layers of one size: memory grows in small steps,
+    /// lookups get slower faster.
+    pub fn expansion(mut self, expansion: u32) -> Self {
+        self.options_mut().expansion = expansion;
+        self
+    }
+
+    /// Each new layer's false-positive rate is `tightening` times the one before, in (0, 1)
+    /// (default 0.8: RedisBloom uses 0.5, growable-bloom-filter 0.85;
+    /// [the trade-off](crate::docs::sizing#growing-filters)).
+    pub fn tightening(mut self, tightening: f64) -> Self {
+        self.options_mut().tightening = tightening;
+        self
+    }
+
+    /// Never grow: the filter is its first layer, and an insert of a new item once it holds
+    /// its capacity returns [`Error::Full`] (RedisBloom's `NONSCALING`). The first layer then
+    /// gets the whole target rate, not `fpr · (1 - tightening)`.
+    pub fn non_scaling(mut self) -> Self {
+        self.options_mut().scaling = false;
+        self
+    }
+
+    /// Sizes and allocates the first layer.
+    ///
+    /// # Errors
+    ///
+    /// As [`GrowingBloomFilter::with_capacity`].
+    pub fn build(self) -> Result<GrowingBloomFilter<H>, Error> {
+        let (capacity, fpr, layout) = {
+            let config = self.config();
+            (config.capacity(), config.fpr(), config.layout())
+        };
+        let (hasher, options) = self.into_hasher_and_options();
+        // A non-scaling filter's only layer gets the whole rate: the schedule of a ratio `t`
+        // whose first layer's rate is `fpr`, `t -> 0`. It never asks for layer 1.
+        let tightening = if options.scaling {
+            options.tightening
+        } else {
+            f64::MIN_POSITIVE
+        };
+        let growth = GrowingSizing::new(capacity, fpr, layout, options.expansion, tightening)?;
+        let first = Layer::new(growth.layer(0)?, capacity, Twin::Correct)?;
+        Ok(GrowingBloomFilter {
+            layers: ArcCell::new(Arc::new(Layers(vec![Arc::new(first)]))),
+            state: Padded(AtomicU64::new(1)),
+            growth,
+            scaling: options.scaling,
+            hasher,
+        })
+    }
+}

@@ -20,6 +20,11 @@
 //! - Group `insert_token64`: `seen_word` and `seen_word_many` inserting 64-byte tokens through
 //!   the byte hash, where hashing takes long enough to keep a loop of single calls from
 //!   overlapping its misses.
+//! - `seen_growing` (word layout), `seen_growing_line` and `growable_grown` (growable-bloom-filter
+//!   at the same total bound) start at 1/100 of `items` and grow: after `items` they have 7
+//!   layers, as after 100 times their initial capacity; `seen_word` and `seen_line` are the fixed
+//!   filters of the final size. `growable_bloom` is growable-bloom-filter sized for `items` (one
+//!   layer).
 //! - Structures that insert through `&mut self` (not thread-safe) run with one thread only;
 //!   `xorf_bfuse8` is static (built from all keys at once): lookups only.
 //!
@@ -42,7 +47,10 @@ mod common;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
-use seen::{AtomicBloomFilter, ExactOverwriteMap, Layout, OverwriteMap, SemiConcurrentBloomFilter};
+use seen::{
+    AtomicBloomFilter, ExactOverwriteMap, GrowingBloomFilter, Layout, OverwriteMap,
+    SemiConcurrentBloomFilter,
+};
 use xorf::Filter as _;
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
@@ -110,6 +118,7 @@ trait BytesOf {
 struct SeenBloom(AtomicBloomFilter);
 struct SeenBloomMany(AtomicBloomFilter);
 struct SeenSemi(SemiConcurrentBloomFilter);
+struct SeenGrowing(GrowingBloomFilter);
 struct SeenMap(OverwriteMap);
 struct SeenExactMap(ExactOverwriteMap);
 
@@ -125,6 +134,32 @@ impl BytesOf for SeenBloom {
     fn bytes_of(&self) -> Option<u64> {
         Some(self.0.memory_bytes())
     }
+}
+
+impl Shared for SeenGrowing {
+    fn insert(&self, keys: &[u64]) -> usize {
+        keys.iter()
+            .filter(|k| self.0.insert(*k).expect("the growth never fails here"))
+            .count()
+    }
+    fn contains(&self, keys: &[u64]) -> usize {
+        keys.iter().filter(|k| self.0.contains(*k)).count()
+    }
+}
+impl BytesOf for SeenGrowing {
+    fn bytes_of(&self) -> Option<u64> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+/// A growing filter that starts at 1/100 of the items it will hold: after `items` new items it
+/// has 7 layers (1 + 2 + ... + 64 = 127 hundredths), as after 100 times its initial capacity.
+fn growing(layout: Layout, n: u64) -> GrowingBloomFilter {
+    GrowingBloomFilter::builder((n / 100).max(1))
+        .fpr(FPR)
+        .layout(layout)
+        .build()
+        .unwrap()
 }
 
 /// The batch API, results into a vector each thread reuses.
@@ -451,6 +486,32 @@ const ENTRIES: &[Entry] = &[
         make: |n| {
             Box::new(Growable(growable_bloom_filter::GrowableBloom::new(
                 FPR, n as usize,
+            )))
+        },
+    },
+    Entry {
+        name: "seen_growing",
+        kind: Kind::Dynamic,
+        max_items: ALL,
+        make: |n| Box::new(Conc(SeenGrowing(growing(Layout::Word, n)))),
+    },
+    Entry {
+        name: "seen_growing_line",
+        kind: Kind::Dynamic,
+        max_items: ALL,
+        make: |n| Box::new(Conc(SeenGrowing(growing(Layout::Line, n)))),
+    },
+    Entry {
+        // growable-bloom-filter grown from 1/100 of the items, as `seen_growing`. Its first
+        // layer gets the whole rate it is given and its bound is rate / (1 - 0.85), so it is
+        // given 0.15 · FPR: the same total bound as the others.
+        name: "growable_grown",
+        kind: Kind::Dynamic,
+        max_items: ALL,
+        make: |n| {
+            Box::new(Growable(growable_bloom_filter::GrowableBloom::new(
+                0.15 * FPR,
+                (n / 100).max(1) as usize,
             )))
         },
     },

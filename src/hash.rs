@@ -224,6 +224,15 @@ fn widen(h1: u64) -> Hash128 {
     Hash128 { h1, h2: remix(h1) }
 }
 
+/// 64 bits of `hash` for sampling decisions (which inserts count, clear or read the clock):
+/// mixed from both halves, so that a [`BuildHasher`](std::hash::BuildHasher) whose low bits
+/// follow the key's (a multiplicative hash of integer keys) still samples one item in `2^s`,
+/// and independent of the bits the probe draws from.
+#[inline]
+pub(crate) fn sample_bits(hash: Hash128) -> u64 {
+    remix(hash.h1 ^ hash.h2.rotate_left(32))
+}
+
 /// A fixed bijection of 64-bit values: the splitmix64 finalizer after adding an odd constant.
 /// Used to derive more hash bits from a 64-bit value (here, and for the Bloom filters' probe
 /// streams). Keep it fixed: it decides where items' bits live, so bits saved by one version

@@ -26,6 +26,11 @@
 //!   items each) and forgets older ones, rotating without stopping writers; a lookup checks
 //!   every generation in one cache line (up to 7). For "at most once a day per device",
 //!   "crawl again after a week", an ingest that drops duplicates within 8 days.
+//! - [`GrowingBloomFilter`]: when you cannot size up front. Adds a layer twice as large at a
+//!   tighter rate whenever the newest is full (RedisBloom's scaling filter), so the rate stays
+//!   under the target however many items arrive; growth takes no lock. An insert checks every
+//!   layer, and returns a `Result`: [`Error::Full`] from a non-scaling filter at capacity,
+//!   or the error of a growth that cannot allocate, never a silent overfill.
 //! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
 //!   (to query a fixed state) while writers go on; inserts cost much more, and it keeps two
 //!   copies of its bits.
@@ -66,6 +71,10 @@
 //!   `contains` and `forget`, are wait-free: a bounded number of atomic operations, no loops, no
 //!   locks. [`SemiConcurrentBloomFilter`] and [`ExactOverwriteMap`] take no lock of their own
 //!   (they build on lock-free components) but allocate, and the allocator may lock.
+//! - [`GrowingBloomFilter`] keeps them across growths (exactly once with [`Layout::Word`], at
+//!   least once with [`Layout::Line`]); `contains` is wait-free, `insert` lock-free except
+//!   that an insert of a new item waits for the thread allocating the next layer once the full
+//!   layer has taken 1/64 more than its capacity (the bound that keeps the rate).
 //! - [`WindowedBloomFilter`] keeps these promises across rotations for an item younger than
 //!   its retention (`G - 1` to `G` periods): an item is forgotten only when its generation
 //!   retires, and racing inserts of one new item get exactly one `true` also when a rotation
@@ -101,8 +110,10 @@
 //! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
 //!   7 generations (8 to 15 take two lines); an insert that returns `false` does not renew the
 //!   item's retention.
-//! - A filter does not grow: past its capacity the false-positive rate rises
-//!   ([`AtomicBloomFilter::estimated_fpr`] tells by how much).
+//! - A fixed-size filter does not grow: past its capacity the false-positive rate rises
+//!   ([`AtomicBloomFilter::info`] tells by how much). [`GrowingBloomFilter`] grows, at the
+//!   cost of one cache line per layer on each insert and more memory; it is not yet saved to
+//!   files.
 //! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:
 //!   see [`hash`].
 //!

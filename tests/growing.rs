@@ -406,3 +406,59 @@ fn two_threads_inserting_one_key_at_once_across_growths_get_one_new() {
     }
     assert_eq!(both, 0, "{both} of {races} keys told new to both threads");
 }
+
+#[test]
+fn a_save_racing_two_writers_and_their_growths_keeps_every_insert_before_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const KEYS: usize = 300_000;
+    // From 1,000 items: about ten growths while the saves run.
+    let f = &GrowingBloomFilter::with_capacity(1000, 0.01).unwrap();
+    let keys = [keys(21, KEYS), keys(22, KEYS)];
+    let published = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let (saves, lost, mut layers_seen) = std::thread::scope(|s| {
+        for (keys, published) in keys.iter().zip(&published) {
+            s.spawn(move || {
+                for (i, k) in keys.iter().enumerate() {
+                    f.insert(k).unwrap();
+                    published.store(i + 1, Ordering::Release);
+                }
+            });
+        }
+        s.spawn(|| {
+            let (mut saves, mut lost, mut layers) = (0, 0, Vec::new());
+            let mut file = Vec::new();
+            loop {
+                let before = published.each_ref().map(|p| p.load(Ordering::Acquire));
+                file.clear();
+                f.write_to(&mut file).unwrap();
+                let loaded = GrowingBloomFilter::read_from(&file[..]).unwrap();
+                layers.push(loaded.layers());
+                for (keys, n) in keys.iter().zip(before) {
+                    let recent = n.saturating_sub(500);
+                    let checked = keys[..recent].iter().step_by(16).chain(&keys[recent..n]);
+                    lost += checked.filter(|k| !loaded.contains(*k)).count();
+                }
+                if before.iter().all(|&n| n == KEYS) {
+                    return (saves, lost, layers);
+                }
+                saves += 1;
+            }
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(lost, 0, "keys lost over {saves} saves");
+    layers_seen.dedup();
+    assert!(
+        layers_seen.len() >= 3,
+        "the saves saw too few growths: {layers_seen:?}"
+    );
+    assert_eq!(f.layers(), 10);
+}
+
+#[test]
+fn a_growing_filter_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<GrowingBloomFilter>();
+    shared::<seen::BloomInfo>();
+}

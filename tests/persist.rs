@@ -13,8 +13,8 @@ use proptest::prelude::*;
 use seen::clock::{Clock, ManualClock};
 use seen::hash::{ItemHasher, StableHasher};
 use seen::{
-    AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, Layout, OverwriteMap, Rotation,
-    SemiConcurrentBloomFilter, WindowedBloomFilter,
+    AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, GrowingBloomFilter, Layout,
+    OverwriteMap, Rotation, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
 
 fn bloom(capacity: u64, fpr: f64, layout: Layout) -> AtomicBloomFilter {
@@ -474,7 +474,7 @@ fn golden_window_start() -> Duration {
     Duration::from_secs(20_000 * 86_400 + 1800)
 }
 
-fn goldens() -> [Golden; 6] {
+fn goldens() -> [Golden; 7] {
     [
         Golden {
             name: "semi-concurrent-bloom-v1.seen",
@@ -602,6 +602,41 @@ fn goldens() -> [Golden; 6] {
             // a quarter of its capacity.
             positives: (750, 1),
             digest: 0x861f_935d_7b8f_9984,
+        },
+        Golden {
+            name: "growing-bloom-v1.seen",
+            // 1,000 keys into layers of 100, 200, 400, 800 items (line layout, expansion 2,
+            // tightening 0.8): four layers, the last part full.
+            write: |path, keys| {
+                let f = GrowingBloomFilter::builder(100)
+                    .layout(Layout::Line)
+                    .build()
+                    .unwrap();
+                keys.iter().for_each(|k| _ = f.insert(k).unwrap());
+                assert_eq!(f.layers(), 4);
+                f.save(path).unwrap();
+            },
+            answers: |path, keys| {
+                let f = GrowingBloomFilter::load(path).unwrap();
+                assert_eq!((f.layers(), f.capacity(), f.fpr()), (4, 100, 0.01));
+                assert_eq!(
+                    (
+                        f.sizing().layout,
+                        f.sizing().expansion,
+                        f.sizing().tightening
+                    ),
+                    (Layout::Line, 2, 0.8)
+                );
+                let answers = keys.iter().map(|k| f.contains(k)).collect();
+                // The loaded filter grows on: 600 more new items take a fifth layer.
+                for k in common::keys(102, 600) {
+                    f.insert(&k).unwrap();
+                }
+                assert_eq!(f.layers(), 5);
+                answers
+            },
+            positives: (1000, 62),
+            digest: 0xc5d6_de89_f8e7_c35d,
         },
     ]
 }
@@ -781,6 +816,20 @@ fn small_files() -> Vec<Small> {
             })
         },
     });
+    let growing = GrowingBloomFilter::builder(60).fpr(0.05).build().unwrap();
+    keys.iter().for_each(|k| _ = growing.insert(k).unwrap());
+    assert_eq!(growing.layers(), 3);
+    let mut file = Vec::new();
+    growing.write_to(&mut file).unwrap();
+    files.push(Small {
+        name: "growing",
+        file,
+        reload: |input| {
+            rewrite(GrowingBloomFilter::read_from(input), |f, out| {
+                f.write_to(out).unwrap()
+            })
+        },
+    });
     files.push(Small {
         name: "windowed",
         file: small_window_file(&keys),
@@ -900,6 +949,7 @@ fn every_truncation_of_a_file_is_refused() {
                 "semi" => SemiConcurrentBloomFilter::load(&path).map(|_| ()),
                 "map" => OverwriteMap::load(&path).map(|_| ()),
                 "exact" => ExactOverwriteMap::load(&path).map(|_| ()),
+                "growing" => GrowingBloomFilter::load(&path).map(|_| ()),
                 _ => WindowedBloomFilter::load(&path).map(|_| ()),
             }
             .unwrap_err();
@@ -2101,4 +2151,78 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     let loaded = WindowedBloomFilter::read_from(&file[..]).unwrap();
     assert!(loaded.contains_hash(at(7, 0xfedc_ba98_7654_3210)));
     assert!(!loaded.contains_hash(at(5, 0x0123_4567_89ab_cdef)));
+}
+
+/// A growing filter's file whose header, growth record or layer records say something
+/// impossible, re-signed so that only that is wrong: each a typed error, before any layer's
+/// bits are allocated.
+#[test]
+fn crafted_growing_files_are_refused_for_what_they_say() {
+    // Three word layers of 60, 120 and 240 items.
+    let f = GrowingBloomFilter::builder(60).fpr(0.05).build().unwrap();
+    common::keys(160, 300)
+        .iter()
+        .for_each(|k| _ = f.insert(k).unwrap());
+    assert_eq!(f.layers(), 3);
+    let mut good = Vec::new();
+    f.write_to(&mut good).unwrap();
+    const H: usize = 112;
+    const R: usize = H; // the growth record, then the layer records, 32 bytes each
+    let refused = |file: &[u8], what: &str| {
+        let err = GrowingBloomFilter::read_from(file).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(err, Error::Corrupt(Corruption::Header(_))),
+            "{what}: {err:?}"
+        );
+    };
+    let cases: [(&str, usize, &[u8]); 15] = [
+        ("expansion 0", 0, &0u32.to_le_bytes()),
+        ("expansion 2^17", 0, &(1u32 << 17).to_le_bytes()),
+        ("scaling 2", 4, &2u32.to_le_bytes()),
+        ("non-scaling with 3 layers", 4, &0u32.to_le_bytes()),
+        ("tightening 1", 8, &1f64.to_bits().to_le_bytes()),
+        ("tightening NaN", 8, &f64::NAN.to_bits().to_le_bytes()),
+        ("reserved", 16, &[1]),
+        ("first layer's blocks", 32, &8u64.to_le_bytes()),
+        ("first layer's k", 40, &9u32.to_le_bytes()),
+        ("layer reserved", 44, &1u32.to_le_bytes()),
+        ("count 2^63", 48, &(1u64 << 63).to_le_bytes()),
+        ("expected rate 2", 56, &2f64.to_bits().to_le_bytes()),
+        ("k 0 in layer 1", 72, &0u32.to_le_bytes()),
+        ("7 word blocks in layer 1", 64, &7u64.to_le_bytes()),
+        ("more blocks in layer 2", 96, &(1u64 << 40).to_le_bytes()),
+    ];
+    for (what, at, bytes) in cases {
+        let mut file = good.clone();
+        file[R + at..R + at + bytes.len()].copy_from_slice(bytes);
+        common::reseal(&mut file);
+        refused(&file, what);
+    }
+    // The header: the number of layers (records) and the payload length.
+    let payload = u64::from_le_bytes(good[56..64].try_into().unwrap());
+    for (what, at, value) in [
+        ("0 layers", 64, 0),
+        ("65 layers", 64, 65),
+        ("2 layers", 64, 2),
+        ("payload 64 longer", 56, payload + 64),
+        ("payload without the records", 56, 32),
+    ] {
+        let mut file = good.clone();
+        put_u64(&mut file, at, value);
+        let err = GrowingBloomFilter::read_from(&file[..])
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{what}: {err:?}");
+    }
+    // Unchanged, it loads, and the loaded filter grows on from where it was.
+    let loaded = GrowingBloomFilter::read_from(&good[..]).unwrap();
+    assert_eq!(loaded.layer_info(), f.layer_info());
+    // A filter of another kind is refused by name.
+    assert!(matches!(
+        AtomicBloomFilter::read_from(&good[..]),
+        Err(Error::WrongStructure {
+            found: "a growing Bloom filter",
+            ..
+        })
+    ));
 }

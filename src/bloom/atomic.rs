@@ -155,14 +155,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     fn insert_line(&self, line: usize, h2: u64, k: u32) -> bool {
         insert_line(&self.bits, line, h2, k, Relaxed)
     }
-    // Test every bit in place first (loads only: an item seen before writes nothing, and
-    // no masks are built for it). Only an item with a bit missing builds its 8 masks and
-    // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
-    // that was unset, so an item whose bits no one else sets is always new, whatever
-    // other items do concurrently (at least once, with no exception). Deciding by the
-    // first missing bit alone (tried: fewer keys new to two threads in step) lets another
-    // item's concurrent write to that one bit make a lone insert of a new item return
-    // `false`, which no sequential order explains; loom found it.
+
     /// [`contains`](Self::contains) of an already computed hash.
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {

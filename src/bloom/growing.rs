@@ -5,12 +5,14 @@
 use core::fmt;
 use core::hash::Hash;
 
+mod file;
+
 use super::atomic::{contains_at, insert_at};
 use super::info::{BloomInfo, LayerInfo, estimated_fpr, estimated_len};
 use super::{BloomBuilder, Probe};
 use crate::Error;
 use crate::bits::{AtomicBits, Padded};
-use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::hash::{Hash128, ItemHasher, StableHasher, sample_bits};
 use crate::sizing::{
     BlockedSizing, DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, OVERSHOOT_DIVISOR,
 };
@@ -103,7 +105,6 @@ pub struct GrowingBloomFilter<H = StableHasher> {
     /// insert twice; written once per growth.
     state: Padded<AtomicU64>,
     growth: GrowingSizing,
-    scaling: bool,
     hasher: H,
 }
 
@@ -137,6 +138,12 @@ pub(crate) enum Twin {
     /// The growth publishes the new layer, then zeroes its bits (the memory held another
     /// layer's bits before: "publishes a layer before it is initialised").
     PublishBeforeInit,
+    /// Not broken: a growth by this insert fails as an allocation failure would (the models
+    /// of the stuck state and the retry).
+    FailGrowth,
+    /// A growth by this insert fails, and the failure keeps the claim instead of marking the
+    /// filter stuck: every later insert of a new item waits for a growth no one runs.
+    FailKeepingClaim,
 }
 
 /// What one attempt of an insert came to.
@@ -152,7 +159,14 @@ enum Step {
 }
 
 impl Layer {
-    fn new(sizing: BlockedSizing, capacity: u64, twin: Twin) -> Result<Self, Error> {
+    fn new(growth: &GrowingSizing, i: u32, twin: Twin) -> Result<Self, Error> {
+        let sizing = growth.layer(i)?;
+        let capacity = growth.layer_capacity(i)?;
+        if matches!(twin, Twin::FailGrowth | Twin::FailKeepingClaim) {
+            return Err(Error::AllocationFailed {
+                bytes: sizing.bytes(),
+            });
+        }
         let bits = AtomicBits::new(sizing.lines())?;
         if twin == Twin::PublishBeforeInit {
             // Memory that held another layer: every bit set until it is zeroed.
@@ -160,14 +174,31 @@ impl Layer {
                 bits.word(i).store(u64::MAX, Relaxed);
             }
         }
-        Ok(Self {
+        Ok(Self::from_bits(bits, sizing, capacity, 0, growth.scaling))
+    }
+
+    /// A layer of these bits, sized by `sizing` for `capacity` new items, `counted` so far.
+    /// A non-scaling filter's layer counts exactly (it refuses items at exactly its
+    /// capacity); a scaling one's samples above 2^17 items.
+    fn from_bits(
+        bits: AtomicBits,
+        sizing: BlockedSizing,
+        capacity: u64,
+        counted: u64,
+        sampled: bool,
+    ) -> Self {
+        Self {
             bits,
             sizing,
             capacity,
             limit: capacity.saturating_add(capacity / OVERSHOOT_DIVISOR + 1),
-            sample_shift: (capacity >> 16).max(1).ilog2(),
-            counted: Padded(AtomicU64::new(0)),
-        })
+            sample_shift: if sampled {
+                (capacity >> 16).max(1).ilog2()
+            } else {
+                0
+            },
+            counted: Padded(AtomicU64::new(counted)),
+        }
     }
 
     #[inline(always)]
@@ -178,7 +209,7 @@ impl Layer {
     /// Counts a new item (if its hash samples it); whether the count reached the capacity.
     #[inline(always)]
     fn count(&self, hash: Hash128) -> bool {
-        if hash.h1 & ((1 << self.sample_shift) - 1) != 0 {
+        if self.sample_shift > 0 && sample_bits(hash) & ((1 << self.sample_shift) - 1) != 0 {
             return false;
         }
         let step = 1 << self.sample_shift;
@@ -371,13 +402,14 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     #[cold]
     #[inline(never)]
     fn start_growth(&self, n: usize, twin: Twin) {
-        let to = n as u64 | if self.scaling { CLAIMED } else { STUCK };
+        let scaling = self.growth.scaling;
+        let to = n as u64 | if scaling { CLAIMED } else { STUCK };
         if self
             .state
             .0
             .compare_exchange(n as u64, to, SeqCst, Relaxed)
             .is_ok()
-            && self.scaling
+            && scaling
         {
             // A failure leaves the filter stuck: the next insert of a new item retries and
             // returns the error (this insert's item is in).
@@ -389,7 +421,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     #[cold]
     #[inline(never)]
     fn grow_stuck(&self, state: u64, twin: Twin) -> Result<(), Error> {
-        if !self.scaling {
+        if !self.growth.scaling {
             return Err(Error::Full {
                 capacity: self.growth.initial_capacity,
             });
@@ -411,15 +443,12 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// with it, then count it in the state word (which clears [`CLAIMED`]). On failure, the
     /// state becomes [`STUCK`].
     fn grow(&self, n: usize, twin: Twin) -> Result<(), Error> {
-        let at = n as u32;
-        let made = self
-            .growth
-            .layer(at)
-            .and_then(|sizing| Layer::new(sizing, self.growth.layer_capacity(at)?, twin));
-        let layer = match made {
+        let layer = match Layer::new(&self.growth, n as u32, twin) {
             Ok(layer) => Arc::new(layer),
             Err(e) => {
-                self.state.0.store(n as u64 | STUCK, SeqCst);
+                if twin != Twin::FailKeepingClaim {
+                    self.state.0.store(n as u64 | STUCK, SeqCst);
+                }
                 return Err(e);
             }
         };
@@ -459,7 +488,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
 
     /// `false` for a filter built with [`non_scaling`](GrowingOptions::non_scaling).
     pub fn is_scaling(&self) -> bool {
-        self.scaling
+        self.growth.scaling
     }
 
     /// The bytes of bits of every layer.
@@ -514,7 +543,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                     .iter()
                     .map(|l| 1.0 - l.estimated_fpr)
                     .product::<f64>(),
-            expansion: Some(self.growth.expansion),
+            expansion: self.growth.scaling.then_some(self.growth.expansion),
         }
     }
 
@@ -529,7 +558,6 @@ impl<H> fmt::Debug for GrowingBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrowingBloomFilter")
             .field("sizing", &self.growth)
-            .field("scaling", &self.scaling)
             .field("layers", &(self.state.0.load(Relaxed) & LAYERS))
             .finish_non_exhaustive()
     }
@@ -612,20 +640,19 @@ impl<H: ItemHasher> BloomBuilder<GrowingOptions, H> {
             (config.capacity(), config.fpr(), config.layout())
         };
         let (hasher, options) = self.into_hasher_and_options();
-        // A non-scaling filter's only layer gets the whole rate: the schedule of a ratio `t`
-        // whose first layer's rate is `fpr`, `t -> 0`. It never asks for layer 1.
-        let tightening = if options.scaling {
-            options.tightening
-        } else {
-            f64::MIN_POSITIVE
-        };
-        let growth = GrowingSizing::new(capacity, fpr, layout, options.expansion, tightening)?;
-        let first = Layer::new(growth.layer(0)?, capacity, Twin::Correct)?;
+        let growth = GrowingSizing::checked(
+            capacity,
+            fpr,
+            layout,
+            options.expansion,
+            options.tightening,
+            options.scaling,
+        )?;
+        let first = Layer::new(&growth, 0, Twin::Correct)?;
         Ok(GrowingBloomFilter {
             layers: ArcCell::new(Arc::new(Layers(vec![Arc::new(first)]))),
             state: Padded(AtomicU64::new(1)),
             growth,
-            scaling: options.scaling,
             hasher,
         })
     }

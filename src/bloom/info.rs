@@ -84,10 +84,11 @@ impl fmt::Display for BloomInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: capacity {}", self.structure, self.capacity)?;
         if self.layers != 1 || self.expansion.is_some() {
-            let what = if self.expansion.is_some() {
-                "layers"
-            } else {
-                "generations"
+            let what = match (self.expansion.is_some(), self.layers == 1) {
+                (true, true) => "layer",
+                (true, false) => "layers",
+                (false, true) => "generation",
+                (false, false) => "generations",
             };
             write!(f, ", {} {what}", self.layers)?;
             if let Some(e) = self.expansion {
@@ -128,7 +129,8 @@ impl fmt::Display for Bytes {
         const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
         let mut value = self.0 as f64;
         let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
+        // Rounded as printed (1,048,575 B is 1.00 MiB, not 1024 KiB).
+        while value >= 1023.995 && unit + 1 < UNITS.len() {
             value /= 1024.0;
             unit += 1;
         }
@@ -149,7 +151,7 @@ impl fmt::Display for Percent {
         let p = self.0 * 100.0;
         if p == 0.0 {
             f.write_str("0%")
-        } else if p >= 0.01 {
+        } else if p >= 0.009_95 {
             // Two significant digits, without trailing zeros.
             let digits = if p >= 10.0 {
                 0

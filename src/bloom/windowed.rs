@@ -602,7 +602,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// and return.
     #[inline(always)]
     fn after_insert(&self, hash: Hash128, new: bool) {
-        let tick = hash.h1;
+        let tick = crate::hash::sample_bits(hash);
         let count_tick = new
             && matches!(self.rotation, Rotation::AfterInserts(_))
             && tick & ((1 << self.sample_shift) - 1) == 0;

@@ -1,6 +1,8 @@
 //! `GrowingBloomFilter` under loom: no false negative across a growth, and exactly one `true`
-//! among racing inserts of one new item across one or two growths. Twins: a growth that
-//! publishes the new layer before zeroing it, and an insert that ignores a growth.
+//! among racing inserts of one new item across one or two growths; the wait past the overshoot
+//! limit, a failed growth and its retry, the non-scaling mode. Twins: a growth that publishes
+//! the new layer before zeroing it, an insert that ignores a growth, and a failed growth that
+//! keeps its claim.
 
 use crate::GrowingBloomFilter;
 use crate::bloom::GrowTwin as Twin;
@@ -95,4 +97,111 @@ fn racing_inserts_across_two_growths_have_exactly_one_new() {
 #[should_panic(expected = "told new")]
 fn an_insert_that_ignores_a_growth_is_not_exactly_once() {
     racing_inserts(&["z"], Twin::IgnoreGrowth);
+}
+
+/// Three threads insert three new items into layers of one item: the first to count its item
+/// claims the growth, a second may overshoot into the full layer (its limit is 2), and the
+/// third then waits for the new layer (the `Wait` step). Every item is found by its own thread
+/// right after its insert and by all after the joins; none is told "seen".
+#[test]
+fn inserts_past_the_overshoot_limit_wait_for_the_growth_and_lose_nothing() {
+    loom::model(|| {
+        let f = tiny(1);
+        let others: Vec<_> = ["b", "c"]
+            .into_iter()
+            .map(|item| {
+                let f = Arc::clone(&f);
+                thread::spawn(move || {
+                    assert!(f.insert(item).unwrap(), "a new item told seen");
+                    assert!(f.contains(item), "false negative right after the insert");
+                })
+            })
+            .collect();
+        assert!(f.insert("a").unwrap(), "a new item told seen");
+        for h in others {
+            h.join().unwrap();
+        }
+        assert!(["a", "b", "c"].iter().all(|item| f.contains(*item)));
+        let layers = f.layer_info();
+        assert!(layers.len() >= 2, "no growth");
+        assert!(layers[0].inserted <= 3, "{:?}", layers[0]);
+    });
+}
+
+/// The growth started by `a`'s insert fails (an allocation failure, injected): the filter is
+/// stuck, and the next insert of a new item claims the growth again and succeeds, while
+/// another thread inserts `b`. Nothing inserted is lost, and no insert of a new item fails
+/// but the one whose own growth failed.
+fn failed_growth(twin: Twin) {
+    loom::model(move || {
+        let f = tiny(1);
+        let failing = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || f.insert_as("a", twin))
+        };
+        let other = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || f.insert("b"))
+        };
+        let a = failing.join().unwrap();
+        let b = other.join().unwrap();
+        // `b` may find the filter stuck and claim the growth itself: it then succeeds.
+        assert_eq!(b, Ok(true), "b: {b:?}");
+        // `a` either counted first (its item is in, its growth failed silently) or found
+        // the filter stuck by `b`... which only a failed growth makes: `a` is then the one.
+        match a {
+            Ok(true) => assert!(f.contains("a")),
+            Err(seen) => assert!(matches!(seen, crate::Error::AllocationFailed { .. })),
+            Ok(false) => panic!("a new item told seen"),
+        }
+        assert!(f.contains("b"));
+        // Whatever happened, the next new item gets a layer.
+        assert_eq!(f.insert("c"), Ok(true));
+        assert!(f.contains("b") && f.contains("c"));
+        assert!(f.layers() >= 2);
+    });
+}
+
+#[test]
+fn a_failed_growth_is_retried_by_the_next_new_item_and_loses_nothing() {
+    failed_growth(Twin::FailGrowth);
+}
+
+#[test]
+#[should_panic(expected = "maximum number of branches")]
+fn a_failed_growth_that_keeps_its_claim_makes_new_items_wait_forever() {
+    failed_growth(Twin::FailKeepingClaim);
+}
+
+/// Two threads insert new items into a non-scaling filter of capacity 1: at most one item per
+/// thread is accepted (the capacity, plus the one that passed the check before the count
+/// moved), the others are refused with `Full` and not inserted; accepted items are found.
+#[test]
+fn a_non_scaling_filter_accepts_its_capacity_and_refuses_the_rest() {
+    loom::model(|| {
+        let f = Arc::new(
+            GrowingBloomFilter::builder(1)
+                .fpr(0.01)
+                .non_scaling()
+                .build()
+                .unwrap(),
+        );
+        let other = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || (f.insert("a"), f.insert("b")))
+        };
+        let c = f.insert("c");
+        let (a, b) = other.join().unwrap();
+        let accepted: Vec<_> = [("a", a), ("b", b), ("c", c)]
+            .into_iter()
+            .filter_map(|(item, r)| match r {
+                Ok(true) => Some(item),
+                Err(crate::Error::Full { capacity: 1 }) => None,
+                other => panic!("{item}: {other:?}"),
+            })
+            .collect();
+        assert!((1..=2).contains(&accepted.len()), "{accepted:?}");
+        assert!(accepted.iter().all(|item| f.contains(*item)));
+        assert_eq!(f.layers(), 1);
+    });
 }

@@ -42,6 +42,9 @@ pub(crate) enum Kind {
     /// A [`WindowedBloomFilter`](crate::WindowedBloomFilter): its window record (generations,
     /// rotation, the current generation's number and the clock position), then its bits.
     WindowedBloom = 5,
+    /// A [`GrowingBloomFilter`](crate::GrowingBloomFilter): its growth record (expansion,
+    /// tightening ratio, scaling), a record per layer, then each layer's bits.
+    GrowingBloom = 6,
 }
 
 impl Kind {
@@ -52,6 +55,7 @@ impl Kind {
             3 => Some(Self::OverwriteMap),
             4 => Some(Self::ExactOverwriteMap),
             5 => Some(Self::WindowedBloom),
+            6 => Some(Self::GrowingBloom),
             _ => None,
         }
     }
@@ -64,6 +68,7 @@ impl Kind {
             3 => "an overwrite map",
             4 => "an exact overwrite map",
             5 => "a windowed Bloom filter",
+            6 => "a growing Bloom filter",
             _ => "an unknown structure",
         }
     }

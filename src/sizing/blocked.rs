@@ -145,7 +145,7 @@ const MAX_COST: f64 = 4.0;
 
 /// The smallest target each layout accepts: where its bits per item reach [`MAX_COST`] times the
 /// classic ones (test `min_fpr_is_where_the_cost_reaches_max_cost`).
-const fn min_fpr(layout: Layout) -> f64 {
+pub(crate) const fn min_fpr(layout: Layout) -> f64 {
     match layout {
         Layout::Word => 6.4e-6,
         Layout::Line => 4.7e-15,

@@ -3,12 +3,13 @@
 //! every layer there could ever be add up to the target `P`. Derivation, and why the default
 //! tightening ratio is 0.8: [the sizing notes](crate::docs::sizing#growing-filters).
 
+use super::blocked::min_fpr;
 use super::{BlockedSizing, blocked, check_capacity, check_fpr};
 use crate::{Error, Layout};
 
 /// The most layers a growing filter has: past it, growth fails with [`Error::TooLarge`]. With
-/// the default expansion of 2 the capacity of 64 layers exceeds `u64::MAX` for any initial
-/// capacity, so only an expansion of 1 (every layer the same size) can reach it.
+/// the default expansion of 2, 64 layers hold `c0 · (2^64 - 1)` items, which fits a `u64` only
+/// for `c0 = 1`; long before that, memory or the layout's smallest rate ends the schedule.
 pub const MAX_LAYERS: u32 = 64;
 
 /// The default expansion factor: each layer holds twice the items of the one before, as in
@@ -59,6 +60,9 @@ pub struct GrowingSizing {
     pub expansion: u32,
     /// Each layer's rate is this fraction of the one before, `t`.
     pub tightening: f64,
+    /// `false` for a non-scaling filter: one layer at the whole rate `P`, never more
+    /// ([`non_scaling`](Self::non_scaling)).
+    pub scaling: bool,
 }
 
 impl GrowingSizing {
@@ -78,6 +82,46 @@ impl GrowingSizing {
         expansion: u32,
         tightening: f64,
     ) -> Result<Self, Error> {
+        Self::checked(initial_capacity, fpr, layout, expansion, tightening, true)
+    }
+
+    /// The schedule of a non-scaling filter (RedisBloom's `NONSCALING`): one layer of
+    /// `initial_capacity` at the whole rate `fpr`, and no other (asking for layer 1 is
+    /// [`Error::Full`]). The expansion and tightening ratio are the defaults, unused.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), for the one layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{Error, Layout, sizing::GrowingSizing};
+    /// let g = GrowingSizing::non_scaling(1000, 0.01, Layout::Word)?;
+    /// assert_eq!((g.layer_fpr(0), g.fpr_bound(1)), (0.01, 0.01));
+    /// assert_eq!(g.layers_for(1001), Err(Error::Full { capacity: 1000 }));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn non_scaling(initial_capacity: u64, fpr: f64, layout: Layout) -> Result<Self, Error> {
+        Self::checked(
+            initial_capacity,
+            fpr,
+            layout,
+            DEFAULT_EXPANSION,
+            DEFAULT_TIGHTENING,
+            false,
+        )
+    }
+
+    /// Every parameter checked, and the first layer's sizing.
+    pub(crate) fn checked(
+        initial_capacity: u64,
+        fpr: f64,
+        layout: Layout,
+        expansion: u32,
+        tightening: f64,
+        scaling: bool,
+    ) -> Result<Self, Error> {
         check_capacity(initial_capacity)?;
         check_fpr(fpr)?;
         if !(1..=1 << 16).contains(&expansion) {
@@ -96,6 +140,7 @@ impl GrowingSizing {
             layout,
             expansion,
             tightening,
+            scaling,
         };
         sizing.layer(0)?;
         Ok(sizing)
@@ -105,8 +150,14 @@ impl GrowingSizing {
     ///
     /// # Errors
     ///
-    /// [`Error::TooLarge`] when it exceeds `u64::MAX`, or `i` is [`MAX_LAYERS`] or more.
+    /// [`Error::TooLarge`] when it exceeds `u64::MAX`, or `i` is [`MAX_LAYERS`] or more;
+    /// [`Error::Full`] for any layer but the first of a non-scaling schedule.
     pub fn layer_capacity(&self, i: u32) -> Result<u64, Error> {
+        if !self.scaling && i > 0 {
+            return Err(Error::Full {
+                capacity: self.initial_capacity,
+            });
+        }
         let too_large = || Error::TooLarge {
             what: "layer capacity",
             requested: self.initial_capacity as f64 * f64::from(self.expansion).powi(i as i32),
@@ -125,9 +176,14 @@ impl GrowingSizing {
             .ok_or_else(too_large)
     }
 
-    /// The target rate of layer `i`: `P · (1 - t) · t^i`.
+    /// The target rate of layer `i`: `P · (1 - t) · t^i` (a non-scaling schedule's one layer:
+    /// `P`).
     pub fn layer_fpr(&self, i: u32) -> f64 {
-        self.fpr * (1.0 - self.tightening) * self.tightening.powi(i as i32)
+        if self.scaling {
+            self.fpr * (1.0 - self.tightening) * self.tightening.powi(i as i32)
+        } else {
+            self.fpr
+        }
     }
 
     /// What layer `i` allocates: [`blocked`] of its capacity plus 1/32 of it plus 1 item of
@@ -142,15 +198,29 @@ impl GrowingSizing {
     /// [`Error::FprBelowLayoutLimit`] once the layer's rate falls below the layout's limit
     /// (the word layout, at 1 % and the default ratio, after 26 layers).
     pub fn layer(&self, i: u32) -> Result<BlockedSizing, Error> {
-        let capacity = self.layer_capacity(i)?;
-        let room = capacity
+        let room = Self::room(self.layer_capacity(i)?)?;
+        let fpr = self.layer_fpr(i);
+        if fpr == 0.0 {
+            // `P · t^i` underflowed: past every layout's limit, not an invalid target.
+            return Err(Error::FprBelowLayoutLimit {
+                layout: self.layout,
+                fpr,
+                min_fpr: min_fpr(self.layout),
+                use_layout: None,
+            });
+        }
+        blocked(room, fpr, self.layout)
+    }
+
+    /// The items a layer of `capacity` is sized for: `c + c / 32 + 1`.
+    pub(crate) fn room(capacity: u64) -> Result<u64, Error> {
+        capacity
             .checked_add(capacity / ROOM_DIVISOR + 1)
             .ok_or(Error::TooLarge {
                 what: "layer capacity",
                 requested: capacity as f64 * (1.0 + 1.0 / ROOM_DIVISOR as f64) + 1.0,
                 limit: u64::MAX,
-            })?;
-        blocked(room, self.layer_fpr(i), self.layout)
+            })
     }
 
     /// How many layers a filter has after `items` distinct new items: the fewest whose
@@ -182,8 +252,11 @@ impl GrowingSizing {
     }
 
     /// The union bound on the false-positive rate of a filter of `layers` full layers: the sum
-    /// of their rates, `P · (1 - t^L)`, below `P` for every `L`.
+    /// of their rates, `P · (1 - t^L)`, below `P` for every `L` (a non-scaling schedule: `P`).
     pub fn fpr_bound(&self, layers: u32) -> f64 {
+        if !self.scaling {
+            return self.fpr;
+        }
         // `1 - t^L` as `-expm1(L ln t)`: no cancellation for `t` next to 1.
         -self.fpr * (f64::from(layers) * self.tightening.ln()).exp_m1()
     }

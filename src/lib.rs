@@ -112,8 +112,7 @@
 //!   item's retention.
 //! - A fixed-size filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::info`] tells by how much). [`GrowingBloomFilter`] grows, at the
-//!   cost of one cache line per layer on each insert and more memory; it is not yet saved to
-//!   files.
+//!   cost of one cache line per layer on each insert and more memory.
 //! - Hash stability covers the byte stream an item's `Hash` impl writes, not the impl itself:
 //!   see [`hash`].
 //!

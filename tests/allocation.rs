@@ -4,7 +4,7 @@
 //! result does not depend on how much memory this machine has.
 #![cfg(all(unix, not(seen_loom)))]
 
-use std::process::Command;
+mod common;
 
 use seen::builder::MapSize;
 use seen::{
@@ -13,7 +13,6 @@ use seen::{
 
 /// The cap for the child process: 2 GiB of address space.
 const CAP_KIB: u64 = 2 << 20;
-const CHILD: &str = "SEEN_TEST_UNDER_ULIMIT";
 
 fn refused<T>(what: &str, result: Result<T, Error>) {
     match result {
@@ -26,18 +25,7 @@ fn refused<T>(what: &str, result: Result<T, Error>) {
 
 #[test]
 fn absurd_sizes_are_errors_for_every_constructor() {
-    if std::env::var_os(CHILD).is_none() {
-        let exe = std::env::current_exe().unwrap();
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "ulimit -v {CAP_KIB} && exec \"$0\" --exact absurd_sizes_are_errors_for_every_constructor --test-threads 1 --nocapture"
-            ))
-            .arg(exe)
-            .env(CHILD, "1")
-            .status()
-            .unwrap();
-        assert!(status.success(), "the capped child failed: {status}");
+    if !common::in_capped_child("absurd_sizes_are_errors_for_every_constructor", CAP_KIB) {
         return;
     }
     // 10 GB and more: past the cap (AllocationFailed); u64::MAX items: past the address space

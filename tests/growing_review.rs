@@ -6,7 +6,6 @@
 mod common;
 
 use std::hash::{BuildHasher, Hasher};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -413,27 +412,16 @@ fn info_never_panics_or_reports_nan() {
 
 /// The address-space cap for the allocation-failure test's child process: 2 GiB.
 const CAP_KIB: u64 = 2 << 20;
-const CHILD: &str = "SEEN_GROWING_REVIEW_UNDER_ULIMIT";
 
 /// Held up: a growth whose layer cannot be allocated (expansion 65536: the second layer needs
 /// ~6 GB, the child runs under `ulimit -v` 2 GiB) leaves the filter stuck: new items get
 /// `AllocationFailed` (not inserted), seen items `Ok(false)`, two threads hammering it neither
 /// hang nor overfill, and nothing accepted is lost.
 #[test]
+#[cfg(unix)]
 fn an_allocation_failure_in_growth_is_reported_and_loses_nothing() {
     const NAME: &str = "an_allocation_failure_in_growth_is_reported_and_loses_nothing";
-    if std::env::var_os(CHILD).is_none() {
-        let exe = std::env::current_exe().unwrap();
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "ulimit -v {CAP_KIB} && exec \"$0\" --exact {NAME} --test-threads 1 --nocapture"
-            ))
-            .arg(exe)
-            .env(CHILD, "1")
-            .status()
-            .unwrap();
-        assert!(status.success(), "the capped child failed: {status}");
+    if !common::in_capped_child(NAME, CAP_KIB) {
         return;
     }
     let c0 = 1u64 << 16;

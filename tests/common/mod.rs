@@ -93,3 +93,29 @@ pub(crate) fn reseal(file: &mut [u8]) {
     let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&file[header..end], 0);
     file[end..].copy_from_slice(&sum.to_le_bytes());
 }
+
+/// Runs test `name` of the current test binary again in a child process whose address space
+/// is capped at `cap_kib` KiB (`ulimit -v`), so that an allocation wrongly granted cannot take
+/// the machine down and the result does not depend on its memory. Returns `true` in the child
+/// (the caller then runs the test's body) and `false` in the parent, after the child passed.
+pub(crate) fn in_capped_child(name: &str, cap_kib: u64) -> bool {
+    const CHILD: &str = "SEEN_TEST_UNDER_ULIMIT";
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {cap_kib} && exec \"$0\" --exact {name} --test-threads 1 --nocapture"
+        ))
+        .arg(exe)
+        .env(CHILD, "1")
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the capped child of {name} failed: {status}"
+    );
+    false
+}

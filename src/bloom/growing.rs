@@ -121,8 +121,9 @@ struct Layer {
     /// An insert waits rather than pass this many new items while the next layer is being
     /// allocated: the capacity plus 1/64 of it plus 1.
     limit: u64,
-    /// A new item whose hash has this many low zero bits adds `1 << sample_shift` to
-    /// `counted`: exact below 2^17 items, within 3/256 at three standard deviations above.
+    /// A new item whose [`sample_bits`] have this many low zero bits adds `1 << sample_shift`
+    /// to `counted`: exact below 2^17 items (and always in a non-scaling filter), within 3/256
+    /// at three standard deviations above.
     sample_shift: u32,
     counted: Padded<AtomicU64>,
 }

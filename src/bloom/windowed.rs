@@ -244,8 +244,8 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     /// Slots per block (`G + 1`) and words per block (a power of two).
     slots: u64,
     stride: usize,
-    /// Count mode: a new item adds `1 << sample_shift` when its hash's low `sample_shift`
-    /// bits are zero.
+    /// Count mode: a new item adds `1 << sample_shift` when the low `sample_shift` bits of its
+    /// [`sample_bits`](crate::hash::sample_bits) are zero.
     sample_shift: u32,
     /// The number of blocks in a chunk, and of chunks the spare is cleared in.
     chunk_blocks: u64,

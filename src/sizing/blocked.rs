@@ -128,6 +128,17 @@ pub fn blocked(capacity: u64, fpr: f64, layout: Layout) -> Result<BlockedSizing,
     })
 }
 
+/// The expected false-positive rate, by the exact model, of a filter of this `layout` with `k`
+/// positions per item at a mean load of `load` items per block: what [`blocked`] computes for
+/// the filter it chooses, for any blocks and `k` (a file's). 1 for loads of 600 items per block
+/// or more (far past any rate below 1, and past where the model's Poisson sum is computed).
+pub(crate) fn expected_fpr(layout: Layout, k: u32, load: f64) -> f64 {
+    if load.is_nan() || load >= 600.0 || k == 0 {
+        return 1.0;
+    }
+    Tables::new(layout, &[k]).fpr(0, load) + collision_fpr(load)
+}
+
 /// The filters are sized for `SIZING_MARGIN · fpr`, so that the rate measured on a finite sample
 /// stays at or below `fpr`: see `docs/sizing.md` for the statistics. It costs 0.07 to 0.13 bits
 /// per item in the line layout (p from 0.1 to 1e-6) and 0.08 to 0.21 in the word layout (0.1 to

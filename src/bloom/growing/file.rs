@@ -177,7 +177,10 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             if u32_at(&layer, 12) != 0 {
                 return Err(bad_header("reserved bytes of a layer record"));
             }
-            if i == 0 && (blocks, hashes) != (header.blocks, header.hashes) {
+            if i == 0
+                && (blocks, hashes, expected_fpr.to_bits())
+                    != (header.blocks, header.hashes, header.expected_fpr.to_bits())
+            {
                 return Err(bad_header("first layer other than the header's"));
             }
             if !(1..=64).contains(&hashes) {
@@ -206,10 +209,21 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             let capacity = growth
                 .layer_capacity(i)
                 .map_err(|_| bad_header("a layer capacity beyond 2^64"))?;
+            let room = GrowingSizing::room(capacity)
+                .map_err(|_| bad_header("a layer capacity beyond 2^64"))?;
+            // The layer's bits must meet the rate the schedule gives it at its load: else the
+            // filter would grow by the schedule with layers too small for it, and its rate pass
+            // the target with no error. Any sizing at least as good is accepted (the writer's
+            // has a 3 % margin), so a file does not depend on the sizing search itself.
+            let model = crate::sizing::expected_fpr(layout, hashes, room as f64 / blocks as f64);
+            if model.is_nan() || model > growth.layer_fpr(i) * (1.0 + 1e-6) {
+                return Err(bad_header(
+                    "a layer too small for the capacity and rate the schedule gives it",
+                ));
+            }
             let sizing = BlockedSizing {
                 layout,
-                capacity: GrowingSizing::room(capacity)
-                    .map_err(|_| bad_header("a layer capacity beyond 2^64"))?,
+                capacity: room,
                 fpr: growth.layer_fpr(i),
                 bits,
                 blocks,

@@ -113,6 +113,22 @@ impl GrowingSizing {
         )
     }
 
+    /// [`Error::InvalidParameter`] for an expansion outside 1..=65536 or a tightening ratio
+    /// outside (0, 1): the checks a file's growth record passes too.
+    pub(crate) fn check_growth(expansion: u32, tightening: f64) -> Result<(), Error> {
+        if !(1..=1 << 16).contains(&expansion) {
+            return Err(Error::InvalidParameter(
+                "expansion must be between 1 and 65536",
+            ));
+        }
+        if !(tightening > 0.0 && tightening < 1.0) {
+            return Err(Error::InvalidParameter(
+                "tightening ratio must be in (0, 1)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Every parameter checked, and the first layer's sizing.
     pub(crate) fn checked(
         initial_capacity: u64,
@@ -124,16 +140,7 @@ impl GrowingSizing {
     ) -> Result<Self, Error> {
         check_capacity(initial_capacity)?;
         check_fpr(fpr)?;
-        if !(1..=1 << 16).contains(&expansion) {
-            return Err(Error::InvalidParameter(
-                "expansion must be between 1 and 65536",
-            ));
-        }
-        if !(tightening > 0.0 && tightening < 1.0) {
-            return Err(Error::InvalidParameter(
-                "tightening ratio must be in (0, 1)",
-            ));
-        }
+        Self::check_growth(expansion, tightening)?;
         let sizing = Self {
             initial_capacity,
             fpr,

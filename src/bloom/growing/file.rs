@@ -23,10 +23,6 @@ const LAYER_RECORD_BYTES: u64 = 32;
 /// Counts a file may hold: below 2^63, so that the loaded counts never overflow.
 const MAX_COUNT: u64 = 1 << 63;
 
-fn lines_of(sizing: &BlockedSizing) -> u64 {
-    sizing.bits / 512
-}
-
 /// The header: the first layer's layout, `k` and blocks, the whole filter's initial capacity
 /// and target, the number of layers as the records.
 fn growing_header(
@@ -139,18 +135,16 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
         let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
         let expansion = u32_at(&record, 0);
-        if !(1..=1 << 16).contains(&expansion) {
-            return Err(bad_header("expansion outside 1..=65536"));
-        }
+        let tightening = f64::from_bits(u64_at(&record, 8));
+        GrowingSizing::check_growth(expansion, tightening).map_err(|e| match e {
+            Error::InvalidParameter(what) => bad_header(what),
+            other => other,
+        })?;
         let scaling = match u32_at(&record, 4) {
             0 => false,
             1 => true,
             _ => return Err(bad_header("scaling flag other than 0 or 1")),
         };
-        let tightening = f64::from_bits(u64_at(&record, 8));
-        if !(tightening > 0.0 && tightening < 1.0) {
-            return Err(bad_header("tightening ratio outside (0, 1)"));
-        }
         if record[16..].iter().any(|&b| b != 0) {
             return Err(bad_header("reserved bytes of the growth record"));
         }
@@ -238,9 +232,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         line_bits(bits_bytes / 64)?;
         let mut layers = Vec::with_capacity(sizes.len());
         for (sizing, capacity, counted) in sizes {
-            let bits = AtomicBits::read_lines(lines_of(&sizing) as usize, checked, |line| {
-                payload.read_exact(line)
-            })?;
+            let bits =
+                AtomicBits::read_lines(sizing.lines(), checked, |line| payload.read_exact(line))?;
             let layer = Layer::from_bits(bits, sizing, capacity, counted, scaling);
             layers.push(Arc::new(layer));
         }

@@ -1,0 +1,227 @@
+//! `seen`: print each record of a stream the first time it is seen, in bounded memory.
+//!
+//! Work in progress (issue 14): `seen dedup` with lines or NUL-terminated records, a key that
+//! is the whole record or one field, and three structures (an exact set, a Bloom filter, a
+//! growing Bloom filter). Not yet: JSON keys, the windowed filter, the overwrite map, `--state`,
+//! threads, the progress bar, `seen size`, `seen bench`, completions.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use seen::hash::ItemHasher;
+use seen::{AtomicBloomFilter, BloomInfo, Error, GrowingBloomFilter};
+
+/// Print each record the first time it is seen, in bounded memory.
+#[derive(Parser)]
+#[command(name = "seen", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print each record of FILEs (or standard input) the first time its key is seen.
+    ///
+    /// By default a Bloom filter sized for --capacity distinct keys at --fpr decides: a new
+    /// record is dropped as a duplicate with probability at most --fpr (a false positive), a
+    /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
+    /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
+    Dedup(Dedup),
+}
+
+#[derive(Args)]
+struct Dedup {
+    /// Files to read, in order; standard input when none is given, or for `-`.
+    files: Vec<PathBuf>,
+    /// Records end with NUL, not newline (input and output).
+    #[arg(short = 'z', long)]
+    zero_terminated: bool,
+    /// The key is field N of the record (from 1), fields split by --delimiter.
+    #[arg(short = 'f', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    field: Option<u64>,
+    /// The field delimiter, one byte.
+    #[arg(short = 'd', long, default_value = "\t", value_name = "BYTE")]
+    delimiter: String,
+    /// Keep every key in a hash set: exact, memory grows with the distinct keys.
+    #[arg(long, conflicts_with = "grow")]
+    exact: bool,
+    /// Grow the filter past --capacity (RedisBloom's scaling filter) instead of letting its
+    /// false-positive rate rise.
+    #[arg(long)]
+    grow: bool,
+    /// Distinct keys the filter is sized for (the first layer's, with --grow).
+    #[arg(long, default_value_t = 10_000_000, value_name = "N")]
+    capacity: u64,
+    /// The false-positive rate at capacity: the probability that a new record is dropped.
+    #[arg(long, default_value_t = 1e-4, value_name = "P")]
+    fpr: f64,
+    /// Print only the duplicates (each time a key is seen again).
+    #[arg(long, conflicts_with = "count")]
+    repeated: bool,
+    /// Print the number of new and of duplicate records instead of the records.
+    #[arg(long)]
+    count: bool,
+    /// Print a summary on standard error at the end.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Where a key is looked up and recorded.
+enum Seen {
+    Exact(HashSet<Box<[u8]>>),
+    Bloom(AtomicBloomFilter),
+    Growing(GrowingBloomFilter),
+}
+
+impl Seen {
+    fn new(args: &Dedup) -> Result<Self, Error> {
+        Ok(if args.exact {
+            Self::Exact(HashSet::new())
+        } else if args.grow {
+            Self::Growing(GrowingBloomFilter::with_capacity(args.capacity, args.fpr)?)
+        } else {
+            Self::Bloom(
+                AtomicBloomFilter::builder(args.capacity)
+                    .fpr(args.fpr)
+                    .layout(seen::Layout::Line)
+                    .build()?,
+            )
+        })
+    }
+
+    /// Records `key`; whether it was new.
+    fn insert(&mut self, key: &[u8]) -> Result<bool, Error> {
+        match self {
+            Self::Exact(set) => Ok(!set.contains(key) && set.insert(key.into())),
+            Self::Bloom(f) => Ok(f.insert_hash(f.hasher().hash_bytes(key))),
+            Self::Growing(f) => f.insert_hash(f.hasher().hash_bytes(key)),
+        }
+    }
+
+    fn info(&self) -> Option<BloomInfo> {
+        match self {
+            Self::Exact(_) => None,
+            Self::Bloom(f) => Some(f.info()),
+            Self::Growing(f) => Some(f.info()),
+        }
+    }
+}
+
+/// A failure, as the one line the command prints before exiting with status 2.
+struct Failure(String);
+
+fn main() -> ExitCode {
+    let Command::Dedup(args) = Cli::parse().command;
+    match dedup(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(why)) => {
+            eprintln!("seen: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The key of `record` (its terminator removed): the whole record, or field `n`.
+fn key_of(record: &[u8], field: Option<u64>, delimiter: u8) -> &[u8] {
+    match field {
+        None => record,
+        Some(n) => record
+            .split(|&b| b == delimiter)
+            .nth(n as usize - 1)
+            .unwrap_or(&[]),
+    }
+}
+
+fn dedup(args: &Dedup) -> Result<(), Failure> {
+    let delimiter = match args.delimiter.as_bytes() {
+        [b] => *b,
+        _ => {
+            return Err(Failure(format!(
+                "the delimiter must be one byte, got {:?}",
+                args.delimiter
+            )));
+        }
+    };
+    let terminator = if args.zero_terminated { 0 } else { b'\n' };
+    let mut seen = Seen::new(args).map_err(|e| Failure(format!("cannot build the filter: {e}")))?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let (mut records, mut new) = (0u64, 0u64);
+    let started = Instant::now();
+    let inputs: Vec<Option<&PathBuf>> = if args.files.is_empty() {
+        vec![None]
+    } else {
+        args.files
+            .iter()
+            .map(|p| (p.as_os_str() != "-").then_some(p))
+            .collect()
+    };
+    let mut record = Vec::new();
+    for input in inputs {
+        let name = input.map_or("standard input".to_string(), |p| p.display().to_string());
+        let reader: Box<dyn BufRead> = match input {
+            None => Box::new(BufReader::with_capacity(1 << 16, io::stdin().lock())),
+            Some(path) => Box::new(BufReader::with_capacity(
+                1 << 16,
+                File::open(path).map_err(|e| Failure(format!("cannot read {name}: {e}")))?,
+            )),
+        };
+        let mut reader = reader;
+        loop {
+            record.clear();
+            let n = reader
+                .read_until(terminator, &mut record)
+                .map_err(|e| Failure(format!("cannot read {name}: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            if record.last() == Some(&terminator) {
+                record.pop();
+            }
+            records += 1;
+            let is_new = seen
+                .insert(key_of(&record, args.field, delimiter))
+                .map_err(|e| Failure(format!("{name}, record {records}: {e}")))?;
+            new += u64::from(is_new);
+            if !args.count && is_new != args.repeated {
+                write_record(&mut out, &record, terminator)?;
+            }
+        }
+    }
+    if args.count {
+        writeln!(out, "{new} new\n{} duplicates", records - new).map_err(write_failure)?;
+    }
+    match out.flush() {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.map_err(write_failure)?,
+    }
+    if args.stats {
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "seen: {records} records, {new} new, {} duplicates, {:.0} records/s",
+            records - new,
+            records as f64 / secs.max(1e-9)
+        );
+        match seen.info() {
+            Some(info) => eprintln!("seen: {info}"),
+            None => eprintln!("seen: exact set of {new} keys"),
+        }
+    }
+    Ok(())
+}
+
+fn write_record(out: &mut impl Write, record: &[u8], terminator: u8) -> Result<(), Failure> {
+    out.write_all(record)
+        .and_then(|()| out.write_all(&[terminator]))
+        .map_err(write_failure)
+}
+
+fn write_failure(e: io::Error) -> Failure {
+    Failure(format!("cannot write the output: {e}"))
+}

@@ -1,0 +1,168 @@
+//! `seen dedup` run as a subprocess on generated input: the exact mode against a reference (and
+//! against `awk '!seen[$0]++'` where awk is installed), the Bloom modes within their measured
+//! false positives, keys from a field, NUL records, and every bad-input case's error and status.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `seen` with `args`, `input` on standard input.
+fn seen(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// `n` lines `key-<i>` with about one in five a repeat of an earlier one (pseudo-random, fixed).
+fn lines(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut out = Vec::new();
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = if i > 0 && x % 5 == 0 {
+            x as usize % i
+        } else {
+            i
+        };
+        writeln!(out, "key-{key}").unwrap();
+    }
+    out
+}
+
+/// What `awk '!seen[$0]++'` prints: each line the first time it occurs.
+fn first_occurrences(input: &[u8]) -> Vec<u8> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for line in input.split_inclusive(|&b| b == b'\n') {
+        if seen.insert(line) {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+#[test]
+fn exact_mode_prints_what_awk_prints() {
+    let input = lines(200_000);
+    let expected = first_occurrences(&input);
+    let out = seen(&["dedup", "--exact"], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, expected);
+    // awk itself, where it is installed.
+    if let Ok(mut awk) = Command::new("awk")
+        .arg("!seen[$0]++")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    {
+        // Written from another thread: awk's output fills its pipe while it reads.
+        let mut stdin = awk.stdin.take().unwrap();
+        let feed = input.clone();
+        let writer = std::thread::spawn(move || stdin.write_all(&feed).unwrap());
+        let awk = awk.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_eq!(out.stdout, awk.stdout, "seen --exact and awk differ");
+    }
+}
+
+#[test]
+fn the_bloom_modes_differ_from_exact_only_by_dropped_new_lines() {
+    let input = lines(200_000);
+    let expected = first_occurrences(&input);
+    let distinct = expected.split(|&b| b == b'\n').count() - 1;
+    for args in [
+        &["dedup", "--capacity", "200000", "--fpr", "0.01"][..],
+        &["dedup", "--grow", "--capacity", "1000", "--fpr", "0.01"][..],
+        &["dedup"][..],
+    ] {
+        let out = seen(args, &input);
+        assert!(out.status.success(), "{args:?}");
+        // The output is the exact output with some lines dropped (false positives), in order.
+        let mut want = expected.split_inclusive(|&b| b == b'\n');
+        let mut dropped = 0;
+        for line in out.stdout.split_inclusive(|&b| b == b'\n') {
+            loop {
+                let next = want.next().expect("a line the exact mode does not print");
+                if next == line {
+                    break;
+                }
+                dropped += 1;
+            }
+        }
+        dropped += want.count();
+        // At most 1 % of the distinct lines (4 standard deviations over the rate's bound).
+        let bound = 0.01 * distinct as f64 + 4.0 * (0.01 * distinct as f64).sqrt();
+        assert!((dropped as f64) <= bound, "{args:?}: {dropped} dropped");
+    }
+}
+
+#[test]
+fn keys_from_a_field_nul_records_repeated_and_count() {
+    let input = b"1,a\n2,b\n3,a\n4,c\n5,b\n";
+    let out = seen(&["dedup", "--exact", "-f", "2", "-d", ","], input);
+    assert_eq!(out.stdout, b"1,a\n2,b\n4,c\n");
+    let out = seen(
+        &["dedup", "--exact", "-f", "2", "-d", ",", "--repeated"],
+        input,
+    );
+    assert_eq!(out.stdout, b"3,a\n5,b\n");
+    let out = seen(
+        &["dedup", "--exact", "-f", "2", "-d", ",", "--count"],
+        input,
+    );
+    assert_eq!(out.stdout, b"3 new\n2 duplicates\n");
+    // A missing field is the empty key.
+    let out = seen(&["dedup", "--exact", "-f", "3", "-d", ","], input);
+    assert_eq!(out.stdout, b"1,a\n");
+    let out = seen(&["dedup", "-z", "--exact"], b"a\nb\0a\nb\0c");
+    assert_eq!(out.stdout, b"a\nb\0c\0");
+    // A last line without its newline is printed with one, as awk does.
+    let out = seen(&["dedup", "--exact"], b"x\ny\nx");
+    assert_eq!(out.stdout, b"x\ny\n");
+}
+
+#[test]
+fn bad_input_is_one_line_of_error_and_status_2() {
+    let missing = std::env::temp_dir().join("seen-cli-test-missing-file");
+    let out = seen(&["dedup", missing.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("seen: cannot read ") && err.contains("seen-cli-test-missing-file"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for (args, says) in [
+        (&["dedup", "--fpr", "1.5"][..], "false-positive rate"),
+        (&["dedup", "--capacity", "0"][..], "capacity"),
+        (&["dedup", "-d", "ab", "-f", "1"][..], "one byte"),
+    ] {
+        let out = seen(args, b"a\n");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("seen: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    // Usage errors are clap's: status 2 as well.
+    let out = seen(&["dedup", "-f", "0"], b"");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -2,7 +2,7 @@
 //!
 //! Work in progress (issue 14): `seen dedup` with lines or NUL-terminated records, a key that
 //! is the whole record or one field, and three structures (an exact set, a Bloom filter, a
-//! growing Bloom filter). Not yet: JSON keys, the windowed filter, the overwrite map, `--state`,
+//! growing Bloom filter), and `--state`. Not yet: JSON keys, the windowed filter, the overwrite map,
 //! threads, the progress bar, `seen size`, `seen bench`, completions.
 
 use std::collections::HashSet;
@@ -70,6 +70,10 @@ struct Dedup {
     /// Print a summary on standard error at the end.
     #[arg(long)]
     stats: bool,
+    /// Load the filter from FILE if it exists, and save it there at the end (crash-safely:
+    /// a temporary file renamed over it), so that a daily run remembers the days before.
+    #[arg(long, value_name = "FILE", conflicts_with = "exact")]
+    state: Option<PathBuf>,
 }
 
 /// Where a key is looked up and recorded.
@@ -80,6 +84,48 @@ enum Seen {
 }
 
 impl Seen {
+    /// The filter of `--state` if its file exists (checked against the arguments), else a
+    /// new one.
+    fn open(args: &Dedup) -> Result<Self, Failure> {
+        let Some(path) = args.state.as_ref().filter(|p| p.exists()) else {
+            return Self::new(args).map_err(|e| Failure(format!("cannot build the filter: {e}")));
+        };
+        let name = path.display();
+        let loaded = if args.grow {
+            Self::Growing(
+                GrowingBloomFilter::load(path)
+                    .map_err(|e| Failure(format!("cannot load the state {name}: {e}")))?,
+            )
+        } else {
+            Self::Bloom(
+                AtomicBloomFilter::load(path)
+                    .map_err(|e| Failure(format!("cannot load the state {name}: {e}")))?,
+            )
+        };
+        let (capacity, fpr) = match &loaded {
+            Self::Growing(f) => (f.capacity(), f.fpr()),
+            Self::Bloom(f) => (f.capacity(), f.fpr()),
+            Self::Exact(_) => unreachable!("--state conflicts with --exact"),
+        };
+        if (capacity, fpr) != (args.capacity, args.fpr) {
+            return Err(Failure(format!(
+                "the state {name} holds a filter for --capacity {capacity} --fpr {fpr}, not \
+                 --capacity {} --fpr {}: pass those, or another state file",
+                args.capacity, args.fpr
+            )));
+        }
+        Ok(loaded)
+    }
+
+    /// Saves the filter to `path` (a temporary file, then a rename).
+    fn save(&self, path: &std::path::Path) -> Result<(), Error> {
+        match self {
+            Self::Bloom(f) => f.save(path),
+            Self::Growing(f) => f.save(path),
+            Self::Exact(_) => Ok(()),
+        }
+    }
+
     fn new(args: &Dedup) -> Result<Self, Error> {
         Ok(if args.exact {
             Self::Exact(HashSet::new())
@@ -149,7 +195,7 @@ fn dedup(args: &Dedup) -> Result<(), Failure> {
         }
     };
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
-    let mut seen = Seen::new(args).map_err(|e| Failure(format!("cannot build the filter: {e}")))?;
+    let mut seen = Seen::open(args)?;
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let (mut records, mut new) = (0u64, 0u64);
@@ -198,8 +244,12 @@ fn dedup(args: &Dedup) -> Result<(), Failure> {
         writeln!(out, "{new} new\n{} duplicates", records - new).map_err(write_failure)?;
     }
     match out.flush() {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
         other => other.map_err(write_failure)?,
+    }
+    if let Some(path) = &args.state {
+        seen.save(path)
+            .map_err(|e| Failure(format!("cannot save the state {}: {e}", path.display())))?;
     }
     if args.stats {
         let secs = started.elapsed().as_secs_f64();

@@ -166,3 +166,54 @@ fn bad_input_is_one_line_of_error_and_status_2() {
     let out = seen(&["dedup", "-f", "0"], b"");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
+    let dir = std::env::temp_dir().join(format!("seen-cli-state-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.seen");
+    let state_arg = state.to_str().unwrap();
+    for grow in [false, true] {
+        let _ = std::fs::remove_file(&state);
+        let mut args = vec!["dedup", "--state", state_arg, "--capacity", "1000"];
+        if grow {
+            args.push("--grow");
+        }
+        let first = seen(&args, b"a\nb\n");
+        assert_eq!(first.stdout, b"a\nb\n", "grow {grow}");
+        assert!(state.exists());
+        let second = seen(&args, b"a\nc\nb\nd\n");
+        assert_eq!(
+            second.stdout, b"c\nd\n",
+            "grow {grow}: yesterday's keys are remembered"
+        );
+        // Another configuration, or the other structure: a one-line error, the state kept.
+        let before = std::fs::read(&state).unwrap();
+        let mut other = vec!["dedup", "--state", state_arg, "--capacity", "2000"];
+        if grow {
+            other.push("--grow");
+        }
+        let out = seen(&other, b"x\n");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--capacity 1000"));
+        let mut flipped = vec!["dedup", "--state", state_arg, "--capacity", "1000"];
+        if !grow {
+            flipped.push("--grow");
+        }
+        let out = seen(&flipped, b"x\n");
+        assert_eq!(out.status.code(), Some(2), "grow {grow}");
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("seen: cannot load the state"));
+        assert_eq!(
+            std::fs::read(&state).unwrap(),
+            before,
+            "a refused run wrote the state"
+        );
+    }
+    // A corrupt state: refused, and left as it was (not overwritten by an empty filter).
+    std::fs::write(&state, b"not a state file").unwrap();
+    let out = seen(&["dedup", "--state", state_arg], b"x\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(std::fs::read(&state).unwrap(), b"not a state file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

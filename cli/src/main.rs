@@ -150,12 +150,86 @@ impl Seen {
         }
     }
 
+    /// Records every key of the batch, in order, into `batch.new`; on an error, the index of
+    /// the record that failed (the records before it are recorded).
+    fn decide(
+        &mut self,
+        batch: &mut Batch,
+        field: Option<u64>,
+        delimiter: u8,
+    ) -> Result<(), (usize, Error)> {
+        let mut new = std::mem::take(&mut batch.new);
+        new.clear();
+        let result = match self {
+            Self::Bloom(f) => {
+                let hasher = f.hasher();
+                let keys = batch
+                    .records()
+                    .map(|r| hasher.hash_bytes(key_of(r, field, delimiter)));
+                f.insert_many_hashes(keys, &mut new);
+                Ok(())
+            }
+            _ => batch.records().enumerate().try_for_each(|(i, record)| {
+                new.push(
+                    self.insert(key_of(record, field, delimiter))
+                        .map_err(|e| (i, e))?,
+                );
+                Ok(())
+            }),
+        };
+        batch.new = new;
+        result
+    }
+
     fn info(&self) -> Option<BloomInfo> {
         match self {
             Self::Exact(_) => None,
             Self::Bloom(f) => Some(f.info()),
             Self::Growing(f) => Some(f.info()),
         }
+    }
+}
+
+/// Records read together: their bytes back to back, where each ends, and what was decided.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    new: Vec<bool>,
+}
+
+impl Batch {
+    /// Records per batch.
+    const RECORDS: usize = 1024;
+
+    /// Replaces the batch with up to [`RECORDS`](Self::RECORDS) records from `reader`, each
+    /// without its terminator; whether the input may hold more.
+    fn fill(&mut self, reader: &mut dyn BufRead, terminator: u8) -> io::Result<bool> {
+        self.bytes.clear();
+        self.ends.clear();
+        self.new.clear();
+        while self.ends.len() < Self::RECORDS {
+            let start = self.bytes.len();
+            if reader.read_until(terminator, &mut self.bytes)? == 0 {
+                return Ok(false);
+            }
+            if self.bytes.len() > start && self.bytes.last() == Some(&terminator) {
+                self.bytes.pop();
+            }
+            self.ends.push(self.bytes.len());
+        }
+        Ok(true)
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = core::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.bytes[start..end])
     }
 }
 
@@ -208,35 +282,34 @@ fn dedup(args: &Dedup) -> Result<(), Failure> {
             .map(|p| (p.as_os_str() != "-").then_some(p))
             .collect()
     };
-    let mut record = Vec::new();
+    // Records are read and decided in batches, so that a Bloom filter larger than the caches
+    // overlaps the batch's cache misses (`insert_many_hashes`).
+    let mut batch = Batch::default();
     for input in inputs {
         let name = input.map_or("standard input".to_string(), |p| p.display().to_string());
-        let reader: Box<dyn BufRead> = match input {
+        let mut reader: Box<dyn BufRead> = match input {
             None => Box::new(BufReader::with_capacity(1 << 16, io::stdin().lock())),
             Some(path) => Box::new(BufReader::with_capacity(
                 1 << 16,
                 File::open(path).map_err(|e| Failure(format!("cannot read {name}: {e}")))?,
             )),
         };
-        let mut reader = reader;
         loop {
-            record.clear();
-            let n = reader
-                .read_until(terminator, &mut record)
+            let more = batch
+                .fill(&mut reader, terminator)
                 .map_err(|e| Failure(format!("cannot read {name}: {e}")))?;
-            if n == 0 {
+            let first = records + 1;
+            records += batch.len() as u64;
+            seen.decide(&mut batch, args.field, delimiter)
+                .map_err(|(i, e)| Failure(format!("{name}, record {}: {e}", first + i as u64)))?;
+            for (record, &is_new) in batch.records().zip(&batch.new) {
+                new += u64::from(is_new);
+                if !args.count && is_new != args.repeated {
+                    write_record(&mut out, record, terminator)?;
+                }
+            }
+            if !more {
                 break;
-            }
-            if record.last() == Some(&terminator) {
-                record.pop();
-            }
-            records += 1;
-            let is_new = seen
-                .insert(key_of(&record, args.field, delimiter))
-                .map_err(|e| Failure(format!("{name}, record {records}: {e}")))?;
-            new += u64::from(is_new);
-            if !args.count && is_new != args.repeated {
-                write_record(&mut out, &record, terminator)?;
             }
         }
     }

@@ -48,6 +48,11 @@ struct Dedup {
     /// The field delimiter, one byte.
     #[arg(short = 'd', long, default_value = "\t", value_name = "BYTE")]
     delimiter: String,
+    /// Records are JSON objects, one per line; the key is the value at PATH (dotted:
+    /// `user.id`; a string's text, any other value's JSON). A record without it has the
+    /// empty key.
+    #[arg(long, value_name = "PATH", conflicts_with = "field")]
+    json_key: Option<String>,
     /// Keep every key in a hash set: exact, memory grows with the distinct keys.
     #[arg(long, conflicts_with = "grow")]
     exact: bool,
@@ -152,28 +157,24 @@ impl Seen {
 
     /// Records every key of the batch, in order, into `batch.new`; on an error, the index of
     /// the record that failed (the records before it are recorded).
-    fn decide(
-        &mut self,
-        batch: &mut Batch,
-        field: Option<u64>,
-        delimiter: u8,
-    ) -> Result<(), (usize, Error)> {
+    fn decide(&mut self, batch: &mut Batch, key: &Key) -> Result<(), (usize, String)> {
         let mut new = std::mem::take(&mut batch.new);
         new.clear();
         let result = match self {
             Self::Bloom(f) => {
                 let hasher = f.hasher();
-                let keys = batch
-                    .records()
-                    .map(|r| hasher.hash_bytes(key_of(r, field, delimiter)));
-                f.insert_many_hashes(keys, &mut new);
-                Ok(())
+                let mut hashes = Vec::with_capacity(batch.len());
+                let keyed = batch.records().enumerate().try_for_each(|(i, record)| {
+                    hashes.push(hasher.hash_bytes(&key.of(record).map_err(|e| (i, e))?));
+                    Ok(())
+                });
+                // The records before a bad one are decided, as one by one.
+                f.insert_many_hashes(hashes, &mut new);
+                keyed
             }
             _ => batch.records().enumerate().try_for_each(|(i, record)| {
-                new.push(
-                    self.insert(key_of(record, field, delimiter))
-                        .map_err(|e| (i, e))?,
-                );
+                let k = key.of(record).map_err(|e| (i, e))?;
+                new.push(self.insert(&k).map_err(|e| (i, e.to_string()))?);
                 Ok(())
             }),
         };
@@ -247,14 +248,41 @@ fn main() -> ExitCode {
     }
 }
 
-/// The key of `record` (its terminator removed): the whole record, or field `n`.
-fn key_of(record: &[u8], field: Option<u64>, delimiter: u8) -> &[u8] {
-    match field {
-        None => record,
-        Some(n) => record
-            .split(|&b| b == delimiter)
-            .nth(n as usize - 1)
-            .unwrap_or(&[]),
+/// Which part of a record is its key.
+enum Key {
+    Whole,
+    Field { n: u64, delimiter: u8 },
+    Json(Vec<String>),
+}
+
+impl Key {
+    /// The key of `record` (its terminator removed), borrowed from it where it can be.
+    fn of<'r>(&self, record: &'r [u8]) -> Result<std::borrow::Cow<'r, [u8]>, String> {
+        use std::borrow::Cow;
+        Ok(match self {
+            Self::Whole => Cow::Borrowed(record),
+            Self::Field { n, delimiter } => Cow::Borrowed(
+                record
+                    .split(|b| b == delimiter)
+                    .nth(*n as usize - 1)
+                    .unwrap_or(&[]),
+            ),
+            Self::Json(path) => {
+                let value: serde_json::Value = serde_json::from_slice(record)
+                    .map_err(|e| format!("not a JSON record: {e}"))?;
+                let mut at = &value;
+                for part in path {
+                    match at.get(part) {
+                        Some(next) => at = next,
+                        None => return Ok(Cow::Borrowed(&[])),
+                    }
+                }
+                Cow::Owned(match at {
+                    serde_json::Value::String(s) => s.clone().into_bytes(),
+                    other => other.to_string().into_bytes(),
+                })
+            }
+        })
     }
 }
 
@@ -267,6 +295,11 @@ fn dedup(args: &Dedup) -> Result<(), Failure> {
                 args.delimiter
             )));
         }
+    };
+    let key = match (&args.json_key, args.field) {
+        (Some(path), _) => Key::Json(path.split('.').map(str::to_string).collect()),
+        (None, Some(n)) => Key::Field { n, delimiter },
+        (None, None) => Key::Whole,
     };
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     let mut seen = Seen::open(args)?;
@@ -300,7 +333,7 @@ fn dedup(args: &Dedup) -> Result<(), Failure> {
                 .map_err(|e| Failure(format!("cannot read {name}: {e}")))?;
             let first = records + 1;
             records += batch.len() as u64;
-            seen.decide(&mut batch, args.field, delimiter)
+            seen.decide(&mut batch, &key)
                 .map_err(|(i, e)| Failure(format!("{name}, record {}: {e}", first + i as u64)))?;
             for (record, &is_new) in batch.records().zip(&batch.new) {
                 new += u64::from(is_new);

@@ -217,3 +217,25 @@ fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
     assert_eq!(std::fs::read(&state).unwrap(), b"not a state file");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn json_keys_and_bad_json_records() {
+    let input = b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"user\":{\"id\":1},\"x\":2}\n{\"user\":{\"id\":\"1\"}}\n{\"other\":3}\n{}\n";
+    let out = seen(&["dedup", "--exact", "--json-key", "user.id"], input);
+    assert!(out.status.success());
+    // 1 and 2 are new; the second 1 is not; the string "1" is the same text as the number 1
+    // (a string's key is its text); the records without the path share the empty key.
+    assert_eq!(
+        out.stdout,
+        b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"other\":3}\n"
+    );
+    for bad in [&b"{\"a\":1}\nnot json\n"[..], &b"{\"a\":\"\xff\"}\n"[..]] {
+        let out = seen(&["dedup", "--json-key", "a"], bad);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("seen: standard input, record ") && err.contains("not a JSON record"),
+            "{err}"
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! Work in progress (issue 14): `seen dedup` with lines or NUL-terminated records, a key that
 //! is the whole record or one field, and three structures (an exact set, a Bloom filter, a
-//! growing Bloom filter), and `--state`. Not yet: JSON keys, the windowed filter, the overwrite map,
+//! growing Bloom filter), `--json-key`, `--memory`, `--state`, completions. Not yet: the windowed
+//! filter, the overwrite map,
 //! threads, the progress bar, `seen size`, `seen bench`, completions.
 
 use std::collections::HashSet;
@@ -33,6 +34,12 @@ enum Command {
     /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
     /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
     Dedup(Dedup),
+    /// Print a completion script for SHELL on standard output, for example
+    /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args)]
@@ -66,6 +73,10 @@ struct Dedup {
     /// The false-positive rate at capacity: the probability that a new record is dropped.
     #[arg(long, default_value_t = 1e-4, value_name = "P")]
     fpr: f64,
+    /// Size the filter by its memory instead of --capacity: the most distinct keys that
+    /// SIZE holds at --fpr (`256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB, GB decimal).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "exact", "grow", "state"])]
+    memory: Option<u64>,
     /// Print only the duplicates (each time a key is seen again).
     #[arg(long, conflicts_with = "count")]
     repeated: bool,
@@ -132,6 +143,15 @@ impl Seen {
     }
 
     fn new(args: &Dedup) -> Result<Self, Error> {
+        if let Some(bytes) = args.memory {
+            let capacity = capacity_for(bytes, args.fpr)?;
+            return Ok(Self::Bloom(
+                AtomicBloomFilter::builder(capacity)
+                    .fpr(args.fpr)
+                    .layout(seen::Layout::Line)
+                    .build()?,
+            ));
+        }
         Ok(if args.exact {
             Self::Exact(HashSet::new())
         } else if args.grow {
@@ -234,11 +254,73 @@ impl Batch {
     }
 }
 
+/// A size: a number and an optional unit (B; K, KiB, M, MiB, G, GiB, T, TiB binary; KB, MB, GB,
+/// TB decimal).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let number: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size: {text:?} (try 256MiB)"))?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(format!("unknown unit {unit:?} in {text:?} (try 256MiB)")),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("not a size from 1 byte to 2^64: {text:?}"))
+}
+
+/// The most distinct keys a line-layout filter of at most `bytes` holds at `fpr` (a binary
+/// search over the library's own sizing, so the filter built is at most `bytes`).
+fn capacity_for(bytes: u64, fpr: f64) -> Result<u64, Error> {
+    let fits = |capacity: u64| -> Result<bool, Error> {
+        match seen::sizing::blocked(capacity, fpr, seen::Layout::Line) {
+            Ok(s) => Ok(s.bytes() <= bytes),
+            Err(Error::TooLarge { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    if !fits(1)? {
+        return Err(Error::InvalidParameter(
+            "--memory is below the smallest filter at this --fpr (one cache line)",
+        ));
+    }
+    // Every filter needs at least a bit per key: the answer is below 8 · bytes.
+    let (mut lo, mut hi) = (1u64, bytes.saturating_mul(8));
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Ok(lo)
+}
+
 /// A failure, as the one line the command prints before exiting with status 2.
 struct Failure(String);
 
 fn main() -> ExitCode {
-    let Command::Dedup(args) = Cli::parse().command;
+    let args = match Cli::parse().command {
+        Command::Dedup(args) => args,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());
+            return ExitCode::SUCCESS;
+        }
+    };
     match dedup(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(why)) => {

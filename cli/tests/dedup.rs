@@ -239,3 +239,33 @@ fn json_keys_and_bad_json_records() {
         );
     }
 }
+
+#[test]
+fn memory_sizes_the_filter_and_completions_are_printed() {
+    let out = seen(&["dedup", "--memory", "1MiB", "--stats"], b"a\nb\na\n");
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"a\nb\n");
+    let err = String::from_utf8(out.stderr).unwrap();
+    // At most the memory asked for: 1.00 MiB, the line layout.
+    assert!(err.contains(", 1.00 MiB, line layout,"), "{err}");
+    for (size, says) in [("10", "below the smallest filter"), ("5XB", "unknown unit")] {
+        let out = seen(&["dedup", "--memory", size], b"");
+        assert_eq!(out.status.code(), Some(2), "{size}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{size}"
+        );
+    }
+    // --memory and --capacity are two ways to say one thing.
+    let out = seen(&["dedup", "--memory", "1MiB", "--capacity", "5"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    for shell in ["bash", "zsh", "fish"] {
+        let out = seen(&["completions", shell], b"");
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            script.contains("dedup") && script.contains("json-key"),
+            "{shell}"
+        );
+    }
+}

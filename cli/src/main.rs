@@ -1,10 +1,10 @@
 //! `seen`: print each record of a stream the first time it is seen, in bounded memory.
 //!
-//! Work in progress (issue 14): `seen dedup` with lines or NUL-terminated records, a key that
-//! is the whole record or one field, and three structures (an exact set, a Bloom filter, a
-//! growing Bloom filter), `--json-key`, `--memory`, `--state`, completions. Not yet: the windowed
-//! filter, the overwrite map,
-//! threads, the progress bar, `seen size`, `seen bench`, completions.
+//! Work in progress (issue 14). Done: `seen dedup` with lines or NUL-terminated records; a key
+//! that is the whole record, one field or a JSON value; an exact set, a Bloom filter (sized by
+//! `--capacity` or `--memory`) or a growing Bloom filter; `--repeated`, `--count`, `--stats`,
+//! `--state`; `seen completions`. Not yet: the windowed filter, the overwrite map, threads,
+//! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
 
 use std::collections::HashSet;
 use std::fs::File;

@@ -26,3 +26,61 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         .filter(|&b| b > 0)
         .ok_or_else(|| format!("not a size from 1 byte to 2^64: {text:?}"))
 }
+
+/// A duration: a whole number and a unit (`s`, `m`, `h`, `d`, `w`; `ms` for tests), for
+/// example `8d` or `90m`.
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let number: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a duration: {text:?} (try 8d, 12h or 90m)"))?;
+    let millis: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        "" => return Err(format!("no unit in {text:?} (try 8d, 12h or 90m)")),
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?} (try 8d, 12h or 90m)"
+            ));
+        }
+    };
+    number
+        .checked_mul(millis)
+        .filter(|&ms| ms > 0)
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("not a duration above zero that fits: {text:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("500MB"), Ok(500_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        for bad in ["", "MiB", "0", "1 XB", "-1K", "99999999999TiB"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("8d"), Ok(Duration::from_secs(8 * 86_400)));
+        assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("1w"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "8", "d", "0d", "3y", "-1d", "99999999999999999w"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -11,7 +11,7 @@ use seen::hash::ItemHasher;
 use seen::{AtomicBloomFilter, BloomInfo, Error, GrowingBloomFilter};
 
 use crate::Failure;
-use crate::units::{parse_duration, parse_size};
+use crate::units::parse_size;
 
 #[derive(Args)]
 pub(crate) struct Dedup {

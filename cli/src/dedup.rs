@@ -1,19 +1,47 @@
 //! `seen dedup`: print each record the first time its key is seen.
+//!
+//! # How a run is organized
+//!
+//! The input is read in chunks of whole records ([`Reader`]). A chunk is *prepared* (split into
+//! records, each record's key extracted and hashed, and, for the filters that only ever gain
+//! items, looked up) by any of `--threads` workers, in any order. The *sequencer* then takes
+//! the chunks strictly in input order, inserts the keys the lookup did not already find, and
+//! writes the records its decisions keep.
+//!
+//! So the output is exactly what one thread reading record after record would print, whatever
+//! the number of threads: a key found by a worker's lookup of chunk `i` was inserted by the
+//! sequencer from a chunk before `i` (the sequencer has not seen chunk `i` yet), so that record
+//! is a duplicate (or a false positive that the in-order insert would have had too: the bits
+//! then set are a subset of the bits set by the records before it). Only the Bloom and
+//! growing filters are looked up ahead: the windowed filter forgets and the overwrite map
+//! overwrites, so an early "present" could be stale.
+//!
+//! The sequencer's state (filter, output, counters) is behind a mutex that it holds while it
+//! handles a chunk. On SIGINT or SIGTERM a handler takes that mutex between two chunks, flushes
+//! the output, saves `--state` and exits: the state then holds exactly the keys of the records
+//! written, so a later run neither repeats nor loses a record. Chunks read but not yet decided
+//! are dropped, neither written nor remembered.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::path::PathBuf;
-use std::time::Instant;
+use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
-use seen::hash::ItemHasher;
-use seen::{AtomicBloomFilter, BloomInfo, Error, GrowingBloomFilter};
+use seen::clock::ManualClock;
+use seen::hash::{Hash128, ItemHasher, StableHasher};
+use seen::{
+    AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, Rotation, WindowedBloomFilter,
+};
 
 use crate::Failure;
-use crate::units::parse_size;
+use crate::units::{parse_duration, parse_size};
 
-#[derive(Args)]
+#[derive(Args, Clone)]
+#[command(group = clap::ArgGroup::new("structure").multiple(false).args(["exact", "grow", "window", "remember", "memory"]))]
 pub(crate) struct Dedup {
     /// Files to read, in order; standard input when none is given, or for `-`.
     files: Vec<PathBuf>,
@@ -32,69 +60,348 @@ pub(crate) struct Dedup {
     #[arg(long, value_name = "PATH", conflicts_with = "field")]
     json_key: Option<String>,
     /// Keep every key in a hash set: exact, memory grows with the distinct keys.
-    #[arg(long, conflicts_with = "grow")]
+    #[arg(long, help_heading = "Structure (one of)")]
     exact: bool,
     /// Grow the filter past --capacity (RedisBloom's scaling filter) instead of letting its
     /// false-positive rate rise.
-    #[arg(long)]
+    #[arg(long, help_heading = "Structure (one of)")]
     grow: bool,
-    /// Distinct keys the filter is sized for (the first layer's, with --grow).
-    #[arg(long, default_value_t = 10_000_000, value_name = "N")]
+    /// Forget keys after a window of time: a key is a duplicate for at least WINDOW - PERIOD
+    /// and at most WINDOW after it was first printed (a windowed filter of WINDOW / PERIOD
+    /// generations of --capacity keys each). Time is the wall clock, or --time-field.
+    #[arg(long, value_name = "WINDOW", value_parser = parse_duration, requires = "period", help_heading = "Structure (one of)")]
+    window: Option<Duration>,
+    /// With --window: how often the oldest generation is forgotten (`1d`; WINDOW must be a
+    /// multiple of it, from 1 to 63 times).
+    #[arg(long, value_name = "PERIOD", value_parser = parse_duration, requires = "window", help_heading = "Structure (one of)")]
+    period: Option<Duration>,
+    /// With --window: take each record's time from field N (with -f's --delimiter) or, with
+    /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
+    /// or RFC 3339 (`2026-11-22T09:30:00Z`, `2026-11-22`). Time never runs backwards: a record
+    /// older than one before it counts at the newer time.
+    #[arg(
+        long,
+        value_name = "N|PATH",
+        requires = "window",
+        help_heading = "Structure (one of)"
+    )]
+    time_field: Option<String>,
+    /// Never drop a new record: an overwrite map that remembers a key across N later records
+    /// with probability --remember-probability, and may print a duplicate it forgot.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Structure (one of)")]
+    remember: Option<u64>,
+    /// With --remember: the probability that a key is still remembered N records later.
+    #[arg(
+        long,
+        value_name = "Q",
+        default_value_t = 0.9,
+        requires = "remember",
+        help_heading = "Structure (one of)"
+    )]
+    remember_probability: f64,
+    /// Distinct keys the filter is sized for (the first layer's with --grow, each period's
+    /// with --window).
+    #[arg(
+        long,
+        default_value_t = 10_000_000,
+        value_name = "N",
+        help_heading = "Sizing"
+    )]
     capacity: u64,
-    /// The false-positive rate at capacity: the probability that a new record is dropped.
-    #[arg(long, default_value_t = 1e-4, value_name = "P")]
+    /// The false-positive rate at capacity: the probability that a new record is dropped
+    /// (over the whole window with --window).
+    #[arg(
+        long,
+        default_value_t = 1e-4,
+        value_name = "P",
+        help_heading = "Sizing"
+    )]
     fpr: f64,
     /// Size the filter by its memory instead of --capacity: the most distinct keys that
     /// SIZE holds at --fpr (`256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB, GB decimal).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "exact", "grow", "state"])]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "state"], help_heading = "Sizing")]
     memory: Option<u64>,
     /// Print only the duplicates (each time a key is seen again).
-    #[arg(long, conflicts_with = "count")]
+    #[arg(long, conflicts_with = "count", help_heading = "Output")]
     repeated: bool,
     /// Print the number of new and of duplicate records instead of the records.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     count: bool,
-    /// Print a summary on standard error at the end.
-    #[arg(long)]
+    /// Print a summary on standard error at the end: records, duplicates, records/s, the
+    /// structure's memory and estimated false-positive rate.
+    #[arg(long, help_heading = "Output")]
     stats: bool,
-    /// Load the filter from FILE if it exists, and save it there at the end (crash-safely:
-    /// a temporary file renamed over it), so that a daily run remembers the days before.
+    /// No progress bar (it shows on standard error only when that is a terminal).
+    #[arg(long, help_heading = "Output")]
+    no_progress: bool,
+    /// Load the filter from FILE if it exists, and save it there at the end and on SIGINT or
+    /// SIGTERM (crash-safely: a temporary file renamed over it), so that a daily run remembers
+    /// the days before. A failed run (exit status 2) leaves FILE as it was.
     #[arg(long, value_name = "FILE", conflicts_with = "exact")]
     state: Option<PathBuf>,
+    /// Threads that split, hash and look up records (default: one per core). With 2 or more,
+    /// one more thread reads and the main thread writes, in input order; the output is the
+    /// same for every count.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
+    threads: Option<u64>,
 }
 
-/// Where a key is looked up and recorded.
-enum Seen {
-    Exact(HashSet<Box<[u8]>>),
+/// Bytes read at a time; a chunk holds at least this much input (or what one read of a pipe
+/// gave), cut after its last complete record.
+const CHUNK: usize = 1 << 20;
+
+/// The status of a run ended by SIGINT or SIGTERM (128 + SIGINT's number, as shells report).
+const INTERRUPTED_STATUS: i32 = 130;
+
+/// Which part of a record is its key, and where its time is.
+struct Keyer {
+    key: Key,
+    time: Option<Key>,
+    delimiter: u8,
+    /// Whether the sequencer needs each key's bytes (the exact set), not only its hash.
+    keep_keys: bool,
+}
+
+/// A part of a record.
+enum Key {
+    Whole,
+    Field(u64),
+    Json(Vec<String>),
+}
+
+/// A record's key (or time) as extracted: borrowed from the record where it can be.
+type Part<'r> = std::borrow::Cow<'r, [u8]>;
+
+impl Keyer {
+    /// The key of `record` (its terminator removed), and its time in nanoseconds since the
+    /// Unix epoch if there is a time field.
+    fn of<'r>(&self, record: &'r [u8]) -> Result<(Part<'r>, Option<u64>), String> {
+        use std::borrow::Cow;
+        let field = |n: u64| -> &'r [u8] {
+            record
+                .split(|&b| b == self.delimiter)
+                .nth(n as usize - 1)
+                .unwrap_or(&[])
+        };
+        let json: Option<serde_json::Value> = match (&self.key, &self.time) {
+            (Key::Json(_), _) | (_, Some(Key::Json(_))) => Some(
+                serde_json::from_slice(record).map_err(|e| format!("not a JSON record: {e}"))?,
+            ),
+            _ => None,
+        };
+        let at = |path: &[String]| {
+            let mut at = json.as_ref()?;
+            for part in path {
+                at = at.get(part)?;
+            }
+            Some(at)
+        };
+        let key = match &self.key {
+            Key::Whole => Cow::Borrowed(record),
+            Key::Field(n) => Cow::Borrowed(field(*n)),
+            Key::Json(path) => match at(path) {
+                None => Cow::Borrowed(&[][..]),
+                Some(serde_json::Value::String(s)) => Cow::Owned(s.clone().into_bytes()),
+                Some(other) => Cow::Owned(other.to_string().into_bytes()),
+            },
+        };
+        let time = match &self.time {
+            None => None,
+            Some(Key::Field(n)) => Some(parse_time(field(*n))?),
+            Some(Key::Json(path)) => Some(match at(path) {
+                None => return Err(format!("no time at {}", path.join("."))),
+                Some(serde_json::Value::String(s)) => parse_time(s.as_bytes())?,
+                Some(serde_json::Value::Number(n)) => parse_time(n.to_string().as_bytes())?,
+                Some(other) => return Err(format!("not a time: {other}")),
+            }),
+            Some(Key::Whole) => Some(parse_time(record)?),
+        };
+        Ok((key, time))
+    }
+}
+
+/// A time: Unix seconds (`1700000000`, `1700000000.25`) or RFC 3339 (`2026-11-22T09:30:00Z`,
+/// `2026-11-22 09:30:00+01:00`, `2026-11-22`), as nanoseconds since the Unix epoch.
+fn parse_time(text: &[u8]) -> Result<u64, String> {
+    let text = std::str::from_utf8(text)
+        .map_err(|_| "the time field is not UTF-8".to_string())?
+        .trim();
+    let bad = || format!("not a time: {text:?} (Unix seconds or RFC 3339)");
+    if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+        let secs: u64 = whole.parse().map_err(|_| bad())?;
+        return nanos(secs, frac).ok_or_else(bad);
+    }
+    // YYYY-MM-DD, then optionally [T ]HH:MM:SS[.frac](Z|±HH:MM).
+    let num = |s: &str| -> Option<u64> {
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let date = text.get(..10).ok_or_else(bad)?;
+    let (y, m, d) = match date.split('-').collect::<Vec<_>>()[..] {
+        [y, m, d] if y.len() == 4 && m.len() == 2 && d.len() == 2 => (num(y), num(m), num(d)),
+        _ => return Err(bad()),
+    };
+    let (Some(y), Some(m), Some(d)) = (y, m, d) else {
+        return Err(bad());
+    };
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) || y < 1970 {
+        return Err(bad());
+    }
+    let days = days_since_epoch(y, m, d);
+    let rest = &text[10..];
+    if rest.is_empty() {
+        return days
+            .checked_mul(86_400)
+            .and_then(|s| nanos(s, ""))
+            .ok_or_else(bad);
+    }
+    let rest = rest.strip_prefix(['T', 't', ' ']).ok_or_else(bad)?;
+    let (clock, zone) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(i) => rest.split_at(i),
+        None => return Err(bad()),
+    };
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
+    let (h, mi, s) = match hms.split(':').collect::<Vec<_>>()[..] {
+        [h, mi, s] if h.len() == 2 && mi.len() == 2 && s.len() == 2 => (num(h), num(mi), num(s)),
+        _ => return Err(bad()),
+    };
+    let (Some(h), Some(mi), Some(s)) = (h, mi, s) else {
+        return Err(bad());
+    };
+    if h > 23 || mi > 59 || s > 60 {
+        return Err(bad());
+    }
+    let offset: i64 = match zone {
+        "Z" | "z" => 0,
+        _ => {
+            let (sign, hm) = zone.split_at(1);
+            let (Some(oh), Some(om)) = (
+                hm.get(..2).and_then(num),
+                hm.get(2..).and_then(|r| r.strip_prefix(':')).and_then(num),
+            ) else {
+                return Err(bad());
+            };
+            if hm.len() != 5 || oh > 23 || om > 59 {
+                return Err(bad());
+            }
+            let o = (oh * 3600 + om * 60) as i64;
+            if sign == "+" { o } else { -o }
+        }
+    };
+    let local = days * 86_400 + h * 3600 + mi * 60 + s;
+    let secs = u64::try_from(local as i64 - offset).map_err(|_| bad())?;
+    nanos(secs, frac).ok_or_else(bad)
+}
+
+/// `secs` and a decimal fraction (`"25"` for .25) as nanoseconds.
+fn nanos(secs: u64, frac: &str) -> Option<u64> {
+    if frac.len() > 9 && !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = &frac[..frac.len().min(9)];
+    let part: u64 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse::<u64>().ok()? * 10u64.pow(9 - digits.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)?.checked_add(part)
+}
+
+fn is_leap(y: u64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: u64, m: u64) -> u64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to the date (1970 or later).
+fn days_since_epoch(y: u64, m: u64, d: u64) -> u64 {
+    let years: u64 = (1970..y).map(|y| if is_leap(y) { 366 } else { 365 }).sum();
+    let months: u64 = (1..m).map(|m| days_in_month(y, m)).sum();
+    years + months + d - 1
+}
+
+/// The structure that decides. Shared by the workers (the hasher, and lookups of the filters
+/// that only gain items) and the sequencer.
+enum Filter {
+    /// The exact set lives in the sequencer (it is not concurrent); keys are not hashed.
+    Exact,
     Bloom(AtomicBloomFilter),
     Growing(GrowingBloomFilter),
+    Windowed {
+        filter: WindowedBloomFilter<StableHasher, ManualClock>,
+        clock: ManualClock,
+        period: Duration,
+        /// Times come from the records, not the wall clock.
+        from_records: bool,
+    },
+    Remember(OverwriteMap),
 }
 
-impl Seen {
+impl Filter {
     /// The filter of `--state` if its file exists (checked against the arguments), else a
     /// new one.
     fn open(args: &Dedup) -> Result<Self, Failure> {
         let Some(path) = args.state.as_ref().filter(|p| p.exists()) else {
-            return Self::new(args).map_err(|e| Failure(format!("cannot build the filter: {e}")));
+            return Self::new(args);
         };
         let name = path.display();
+        let cannot = |e: Error| Failure(format!("cannot load the state {name}: {e}"));
         let loaded = if args.grow {
-            Self::Growing(
-                GrowingBloomFilter::load(path)
-                    .map_err(|e| Failure(format!("cannot load the state {name}: {e}")))?,
-            )
+            Self::Growing(GrowingBloomFilter::load(path).map_err(cannot)?)
+        } else if let Some(window) = args.window {
+            let period = args.period.expect("clap: --window requires --period");
+            let clock = ManualClock::new(Duration::ZERO);
+            let filter = WindowedBloomFilter::load(path)
+                .map_err(cannot)?
+                .with_clock(clock.clone());
+            let (generations, _) = generations(window, period)?;
+            let asked = (Rotation::EveryAligned(period), generations);
+            if (filter.rotation(), filter.generations()) != asked {
+                return Err(Failure(format!(
+                    "the state {name} holds a window of {} generations rotated {:?}, not \
+                     --window {} --period {}: pass those, or another state file",
+                    filter.generations(),
+                    filter.rotation(),
+                    human(window),
+                    human(period),
+                )));
+            }
+            Self::windowed(filter, clock, period, args)
+        } else if let Some(later) = args.remember {
+            let map = OverwriteMap::load(path).map_err(cannot)?;
+            let asked = seen::sizing::overwrite_buckets(later, args.remember_probability)
+                .map_err(|e| Failure(format!("cannot build the filter: {e}")))?;
+            if map.buckets() != asked {
+                return Err(Failure(format!(
+                    "the state {name} holds an overwrite map of {} buckets, not the {asked} of \
+                     --remember {later} --remember-probability {}: pass those, or another state \
+                     file",
+                    map.buckets(),
+                    args.remember_probability
+                )));
+            }
+            Self::Remember(map)
         } else {
-            Self::Bloom(
-                AtomicBloomFilter::load(path)
-                    .map_err(|e| Failure(format!("cannot load the state {name}: {e}")))?,
-            )
+            Self::Bloom(AtomicBloomFilter::load(path).map_err(cannot)?)
         };
-        let (capacity, fpr) = match &loaded {
-            Self::Growing(f) => (f.capacity(), f.fpr()),
-            Self::Bloom(f) => (f.capacity(), f.fpr()),
-            Self::Exact(_) => unreachable!("--state conflicts with --exact"),
+        let held = match &loaded {
+            Self::Growing(f) => Some((f.capacity(), f.fpr())),
+            Self::Bloom(f) => Some((f.capacity(), f.fpr())),
+            Self::Windowed { filter, .. } => Some((filter.capacity(), filter.fpr())),
+            Self::Exact | Self::Remember(_) => None,
         };
-        if (capacity, fpr) != (args.capacity, args.fpr) {
+        if let Some((capacity, fpr)) = held
+            && (capacity, fpr) != (args.capacity, args.fpr)
+        {
             return Err(Failure(format!(
                 "the state {name} holds a filter for --capacity {capacity} --fpr {fpr}, not \
                  --capacity {} --fpr {}: pass those, or another state file",
@@ -104,16 +411,11 @@ impl Seen {
         Ok(loaded)
     }
 
-    /// Saves the filter to `path` (a temporary file, then a rename).
-    fn save(&self, path: &std::path::Path) -> Result<(), Error> {
-        match self {
-            Self::Bloom(f) => f.save(path),
-            Self::Growing(f) => f.save(path),
-            Self::Exact(_) => Ok(()),
-        }
+    fn new(args: &Dedup) -> Result<Self, Failure> {
+        Self::build(args).map_err(|e| Failure(format!("cannot build the filter: {e}")))
     }
 
-    fn new(args: &Dedup) -> Result<Self, Error> {
+    fn build(args: &Dedup) -> Result<Self, Error> {
         if let Some(bytes) = args.memory {
             let capacity = capacity_for(bytes, args.fpr)?;
             return Ok(Self::Bloom(
@@ -123,8 +425,33 @@ impl Seen {
                     .build()?,
             ));
         }
+        if let Some(window) = args.window {
+            let period = args.period.expect("clap: --window requires --period");
+            // Checked by `run` before the filter is built.
+            let generations = generations(window, period).map_or(1, |(g, _)| g);
+            // From records, the clock starts at 0: the first record's time then rotates the
+            // (empty) filter into its period.
+            let clock = ManualClock::new(if args.time_field.is_some() {
+                Duration::ZERO
+            } else {
+                now()
+            });
+            let filter = WindowedBloomFilter::builder(args.capacity)
+                .fpr(args.fpr)
+                .generations(generations)
+                .rotate_every_aligned(period)
+                .clock(clock.clone())
+                .build()?;
+            return Ok(Self::windowed(filter, clock, period, args));
+        }
+        if let Some(later) = args.remember {
+            return Ok(Self::Remember(OverwriteMap::for_window(
+                later,
+                args.remember_probability,
+            )?));
+        }
         Ok(if args.exact {
-            Self::Exact(HashSet::new())
+            Self::Exact
         } else if args.grow {
             Self::Growing(GrowingBloomFilter::with_capacity(args.capacity, args.fpr)?)
         } else {
@@ -137,92 +464,97 @@ impl Seen {
         })
     }
 
-    /// Records `key`; whether it was new.
-    fn insert(&mut self, key: &[u8]) -> Result<bool, Error> {
-        match self {
-            Self::Exact(set) => Ok(!set.contains(key) && set.insert(key.into())),
-            Self::Bloom(f) => Ok(f.insert_hash(f.hasher().hash_bytes(key))),
-            Self::Growing(f) => f.insert_hash(f.hasher().hash_bytes(key)),
+    fn windowed(
+        filter: WindowedBloomFilter<StableHasher, ManualClock>,
+        clock: ManualClock,
+        period: Duration,
+        args: &Dedup,
+    ) -> Self {
+        Self::Windowed {
+            filter,
+            clock,
+            period,
+            from_records: args.time_field.is_some(),
         }
     }
 
-    /// Records every key of the batch, in order, into `batch.new`; on an error, the index of
-    /// the record that failed (the records before it are recorded).
-    fn decide(&mut self, batch: &mut Batch, key: &Key) -> Result<(), (usize, String)> {
-        let mut new = std::mem::take(&mut batch.new);
-        new.clear();
-        let result = match self {
-            Self::Bloom(f) => {
-                let hasher = f.hasher();
-                let mut hashes = Vec::with_capacity(batch.len());
-                let keyed = batch.records().enumerate().try_for_each(|(i, record)| {
-                    hashes.push(hasher.hash_bytes(&key.of(record).map_err(|e| (i, e))?));
-                    Ok(())
-                });
-                // The records before a bad one are decided, as one by one.
-                f.insert_many_hashes(hashes, &mut new);
-                keyed
-            }
-            _ => batch.records().enumerate().try_for_each(|(i, record)| {
-                let k = key.of(record).map_err(|e| (i, e))?;
-                new.push(self.insert(&k).map_err(|e| (i, e.to_string()))?);
-                Ok(())
-            }),
-        };
-        batch.new = new;
-        result
+    /// The hash of a key (the hasher is the filter's: a loaded filter brings its seed).
+    fn hash(&self, key: &[u8]) -> Hash128 {
+        match self {
+            Self::Exact => Hash128 { h1: 0, h2: 0 },
+            Self::Bloom(f) => f.hasher().hash_bytes(key),
+            Self::Growing(f) => f.hasher().hash_bytes(key),
+            Self::Windowed { filter, .. } => filter.hasher().hash_bytes(key),
+            Self::Remember(m) => m.hasher().hash_bytes(key),
+        }
     }
 
-    fn info(&self) -> Option<BloomInfo> {
+    /// Saves the filter to `path` (a temporary file, then a rename).
+    fn save(&self, path: &Path) -> Result<(), Error> {
         match self {
-            Self::Exact(_) => None,
-            Self::Bloom(f) => Some(f.info()),
-            Self::Growing(f) => Some(f.info()),
+            Self::Bloom(f) => f.save(path),
+            Self::Growing(f) => f.save(path),
+            Self::Windowed { filter, .. } => filter.save(path),
+            Self::Remember(m) => m.save(path),
+            Self::Exact => Ok(()),
+        }
+    }
+
+    /// One line about the structure, for `--stats`.
+    fn describe(&self, exact_keys: usize, args: &Dedup) -> String {
+        match self {
+            Self::Exact => format!("exact set of {exact_keys} keys"),
+            Self::Bloom(f) => f.info().to_string(),
+            Self::Growing(f) => f.info().to_string(),
+            Self::Windowed { filter, .. } => filter.info().to_string(),
+            Self::Remember(m) => format!(
+                "OverwriteMap: {} buckets, {} bytes, remembers a key across {} later records \
+                 with probability {}",
+                m.buckets(),
+                m.memory_bytes(),
+                args.remember.unwrap_or(0),
+                args.remember_probability
+            ),
         }
     }
 }
 
-/// Records read together: their bytes back to back, where each ends, and what was decided.
-#[derive(Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-    new: Vec<bool>,
+/// The generations of `--window` over `--period`, and the period.
+fn generations(window: Duration, period: Duration) -> Result<(u32, Duration), Failure> {
+    let (w, p) = (window.as_millis(), period.as_millis());
+    let max = u128::from(seen::sizing::MAX_GENERATIONS);
+    if p == 0 || w % p != 0 || !(1..=max).contains(&(w / p)) {
+        return Err(Failure(format!(
+            "--window {} must be 1 to {max} times --period {}",
+            human(window),
+            human(period)
+        )));
+    }
+    Ok(((w / p) as u32, period))
 }
 
-impl Batch {
-    /// Records per batch.
-    const RECORDS: usize = 1024;
-
-    /// Replaces the batch with up to [`RECORDS`](Self::RECORDS) records from `reader`, each
-    /// without its terminator; whether the input may hold more.
-    fn fill(&mut self, reader: &mut dyn BufRead, terminator: u8) -> io::Result<bool> {
-        self.bytes.clear();
-        self.ends.clear();
-        self.new.clear();
-        while self.ends.len() < Self::RECORDS {
-            let start = self.bytes.len();
-            if reader.read_until(terminator, &mut self.bytes)? == 0 {
-                return Ok(false);
-            }
-            if self.bytes.len() > start && self.bytes.last() == Some(&terminator) {
-                self.bytes.pop();
-            }
-            self.ends.push(self.bytes.len());
+/// A duration as `--window` takes it.
+fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("w", 604_800_000),
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
         }
-        Ok(true)
     }
+    format!("{ms}ms")
+}
 
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn records(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = core::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(&self.ends)
-            .map(|(start, &end)| &self.bytes[start..end])
-    }
+/// The wall clock, as a duration since the Unix epoch.
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// The most distinct keys a line-layout filter of at most `bytes` holds at `fpr` (a binary
@@ -253,42 +585,420 @@ fn capacity_for(bytes: u64, fpr: f64) -> Result<u64, Error> {
     Ok(lo)
 }
 
-/// Which part of a record is its key.
-enum Key {
-    Whole,
-    Field { n: u64, delimiter: u8 },
-    Json(Vec<String>),
+/// A chunk of input on its way through the pipeline.
+#[derive(Default)]
+struct Work {
+    /// The chunk's place in the input.
+    seq: u64,
+    /// The input it came from (an index into the input names).
+    input: usize,
+    /// Whole records, each followed by its terminator (the input's last record may lack it).
+    bytes: Vec<u8>,
+    /// A read failure after this chunk's records (the reader stops there).
+    failed: Option<String>,
+    /// Prepared: where each record ends (before its terminator).
+    ends: Vec<usize>,
+    /// Prepared: each record's key hash.
+    hashes: Vec<Hash128>,
+    /// Prepared, for the exact set: the keys back to back, and where each ends.
+    keys: Vec<u8>,
+    key_ends: Vec<usize>,
+    /// Prepared, with --time-field: each record's time (ns since the Unix epoch).
+    times: Vec<u64>,
+    /// Prepared, for filters that only gain items: whether the lookup found the key.
+    found: Vec<bool>,
+    /// Prepared: the first record that could not be keyed, and why (the records before it
+    /// are prepared).
+    bad: Option<(usize, String)>,
+    /// Decided by the sequencer: whether each record is new.
+    new: Vec<bool>,
 }
 
-impl Key {
-    /// The key of `record` (its terminator removed), borrowed from it where it can be.
-    fn of<'r>(&self, record: &'r [u8]) -> Result<std::borrow::Cow<'r, [u8]>, String> {
-        use std::borrow::Cow;
-        Ok(match self {
-            Self::Whole => Cow::Borrowed(record),
-            Self::Field { n, delimiter } => Cow::Borrowed(
-                record
-                    .split(|b| b == delimiter)
-                    .nth(*n as usize - 1)
-                    .unwrap_or(&[]),
-            ),
-            Self::Json(path) => {
-                let value: serde_json::Value = serde_json::from_slice(record)
-                    .map_err(|e| format!("not a JSON record: {e}"))?;
-                let mut at = &value;
-                for part in path {
-                    match at.get(part) {
-                        Some(next) => at = next,
-                        None => return Ok(Cow::Borrowed(&[])),
+impl Work {
+    /// Splits the chunk into records and keys them; looks them up if the filter allows.
+    fn prepare(&mut self, keyer: &Keyer, filter: &Filter, terminator: u8, look_ahead: bool) {
+        self.ends.clear();
+        self.hashes.clear();
+        self.keys.clear();
+        self.key_ends.clear();
+        self.times.clear();
+        self.found.clear();
+        self.bad = None;
+        let mut start = 0;
+        while start < self.bytes.len() {
+            let end = memchr::memchr(terminator, &self.bytes[start..])
+                .map_or(self.bytes.len(), |i| start + i);
+            let record = &self.bytes[start..end];
+            match keyer.of(record) {
+                Ok((key, time)) => {
+                    if keyer.keep_keys {
+                        self.keys.extend_from_slice(&key);
+                        self.key_ends.push(self.keys.len());
+                    } else {
+                        self.hashes.push(filter.hash(&key));
+                    }
+                    if let Some(t) = time {
+                        self.times.push(t);
                     }
                 }
-                Cow::Owned(match at {
-                    serde_json::Value::String(s) => s.clone().into_bytes(),
-                    other => other.to_string().into_bytes(),
-                })
+                Err(why) => {
+                    self.bad = Some((self.ends.len(), why));
+                    break;
+                }
             }
-        })
+            self.ends.push(end);
+            start = end + 1;
+        }
+        match filter {
+            Filter::Bloom(f) if look_ahead => {
+                f.contains_many_hashes(self.hashes.iter().copied(), &mut self.found);
+            }
+            Filter::Growing(f) if look_ahead => self
+                .found
+                .extend(self.hashes.iter().map(|&h| f.contains_hash(h))),
+            _ => self.found.resize(self.hashes.len(), false),
+        }
     }
+}
+
+/// Reads the inputs in chunks of whole records.
+struct Reader {
+    inputs: Vec<Option<PathBuf>>,
+    /// The input being read, and its reader.
+    at: usize,
+    open: Option<Box<dyn Read + Send>>,
+    /// The bytes read past the last whole record.
+    carry: Vec<u8>,
+    terminator: u8,
+    seq: u64,
+    done: bool,
+}
+
+impl Reader {
+    fn new(inputs: Vec<Option<PathBuf>>, terminator: u8) -> Self {
+        Self {
+            inputs,
+            at: 0,
+            open: None,
+            carry: Vec::new(),
+            terminator,
+            seq: 0,
+            done: false,
+        }
+    }
+
+    /// The next chunk (in `spare`'s buffers), or `None` after the last. A chunk with `failed`
+    /// set is the last.
+    fn next(&mut self, mut spare: Work) -> Option<Work> {
+        if self.done {
+            return None;
+        }
+        spare.bytes.clear();
+        spare.failed = None;
+        spare.bytes.append(&mut self.carry);
+        while self.at < self.inputs.len() {
+            let input = self.at;
+            if self.open.is_none() {
+                match &self.inputs[input] {
+                    None => self.open = Some(Box::new(io::stdin())),
+                    Some(path) => match File::open(path) {
+                        Ok(file) => self.open = Some(Box::new(file)),
+                        Err(e) => return Some(self.fail(spare, e)),
+                    },
+                }
+            }
+            let reader = self.open.as_mut().expect("opened above");
+            loop {
+                let len = spare.bytes.len();
+                let want = CHUNK.max(len / 2);
+                spare.bytes.resize(len + want, 0);
+                let read = reader.read(&mut spare.bytes[len..]);
+                spare.bytes.truncate(len + *read.as_ref().unwrap_or(&0));
+                let n = match read {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Some(self.fail(spare, e)),
+                };
+                if n == 0 {
+                    // The end of this input (its last record may lack a terminator).
+                    self.open = None;
+                    self.at += 1;
+                    if spare.bytes.is_empty() {
+                        break;
+                    }
+                    return Some(self.chunk(spare, input));
+                }
+                // A full chunk, or a short read (a pipe that has nothing more yet): pass on
+                // the whole records read so far, keep the rest.
+                if spare.bytes.len() >= CHUNK || n < want {
+                    if let Some(last) = memchr::memrchr(self.terminator, &spare.bytes) {
+                        self.carry.extend_from_slice(&spare.bytes[last + 1..]);
+                        spare.bytes.truncate(last + 1);
+                        return Some(self.chunk(spare, input));
+                    }
+                }
+            }
+        }
+        self.done = true;
+        None
+    }
+
+    fn chunk(&mut self, mut work: Work, input: usize) -> Work {
+        work.seq = self.seq;
+        work.input = input;
+        self.seq += 1;
+        work
+    }
+
+    /// A chunk that reports `e` after the records read before it.
+    fn fail(&mut self, mut work: Work, e: io::Error) -> Work {
+        work.failed = Some(e.to_string());
+        self.done = true;
+        let input = self.at;
+        self.chunk(work, input)
+    }
+}
+
+/// The in-order half of a run: decides, writes, counts, saves.
+struct Sequencer {
+    args: Dedup,
+    filter: Arc<Filter>,
+    exact: HashSet<Box<[u8]>>,
+    out: BufWriter<io::Stdout>,
+    terminator: u8,
+    names: Vec<String>,
+    /// The input being counted, and its records so far (for error messages).
+    input: usize,
+    input_records: u64,
+    records: u64,
+    new: u64,
+    bytes: u64,
+    /// With --time-field: the latest time seen, and its period.
+    time: u64,
+    period_index: u64,
+    started: Instant,
+    progress: Option<indicatif::ProgressBar>,
+    last_draw: Instant,
+    /// Set once the run has ended (normally, by a failure, or interrupted).
+    finished: bool,
+}
+
+impl Sequencer {
+    /// Decides and writes one chunk (the next in input order).
+    fn consume(&mut self, work: &mut Work) -> Result<(), Failure> {
+        if work.input != self.input {
+            self.input = work.input;
+            self.input_records = 0;
+        }
+        self.decide(work)?;
+        let mut run: Option<(usize, usize)> = None;
+        let starts = std::iter::once(0).chain(work.ends.iter().map(|&e| e + 1));
+        for ((start, &end), &is_new) in starts.zip(&work.ends).zip(&work.new) {
+            self.new += u64::from(is_new);
+            if self.args.count || is_new == self.args.repeated {
+                if let Some((s, e)) = run.take() {
+                    self.write_run(&work.bytes, s, e)?;
+                }
+                continue;
+            }
+            run = match run {
+                Some((s, e)) if e + 1 == start => Some((s, end)),
+                Some((s, e)) => {
+                    self.write_run(&work.bytes, s, e)?;
+                    Some((start, end))
+                }
+                None => Some((start, end)),
+            };
+        }
+        if let Some((s, e)) = run {
+            self.write_run(&work.bytes, s, e)?;
+        }
+        let decided = work.new.len() as u64;
+        self.records += decided;
+        self.input_records += decided;
+        self.bytes += work.bytes.len() as u64;
+        self.draw();
+        let name = &self.names[work.input];
+        if let Some((_, why)) = &work.bad {
+            let unit = if self.terminator == b'\n' {
+                "line"
+            } else {
+                "record"
+            };
+            return Err(Failure(format!(
+                "{name}, {unit} {}: {why}",
+                self.input_records + 1
+            )));
+        }
+        if let Some(why) = &work.failed {
+            return Err(Failure(format!("cannot read {name}: {why}")));
+        }
+        Ok(())
+    }
+
+    /// Writes the records `bytes[start..end]` (whole records, the terminators between them
+    /// included) and a terminator.
+    fn write_run(&mut self, bytes: &[u8], start: usize, end: usize) -> Result<(), Failure> {
+        self.out
+            .write_all(&bytes[start..end])
+            .and_then(|()| self.out.write_all(&[self.terminator]))
+            .map_err(write_failure)
+    }
+
+    /// Fills `work.new`, in order, for the records prepared.
+    fn decide(&mut self, work: &mut Work) -> Result<(), Failure> {
+        work.new.clear();
+        let n = work.ends.len();
+        match &*self.filter {
+            Filter::Exact => {
+                let starts = std::iter::once(0).chain(work.key_ends.iter().copied());
+                for (s, &e) in starts.zip(&work.key_ends) {
+                    let key = &work.keys[s..e];
+                    work.new
+                        .push(!self.exact.contains(key) && self.exact.insert(key.into()));
+                }
+            }
+            Filter::Bloom(f) => {
+                let candidates = work
+                    .hashes
+                    .iter()
+                    .zip(&work.found)
+                    .filter(|&(_, &found)| !found)
+                    .map(|(&h, _)| h);
+                let mut inserted = Vec::with_capacity(n);
+                f.insert_many_hashes(candidates, &mut inserted);
+                let mut inserted = inserted.into_iter();
+                work.new.extend(
+                    work.found
+                        .iter()
+                        .map(|&found| !found && inserted.next().unwrap_or(false)),
+                );
+            }
+            Filter::Growing(f) => {
+                for (i, (&h, &found)) in work.hashes.iter().zip(&work.found).enumerate() {
+                    if found {
+                        work.new.push(false);
+                        continue;
+                    }
+                    match f.insert_hash(h) {
+                        Ok(new) => work.new.push(new),
+                        Err(e) => {
+                            // The records before this one are decided: write them first.
+                            work.ends.truncate(i);
+                            work.bad = Some((i, format!("cannot insert: {e}")));
+                            break;
+                        }
+                    }
+                }
+            }
+            Filter::Windowed {
+                filter,
+                clock,
+                period,
+                from_records,
+            } => {
+                let period = period.as_nanos() as u64;
+                if !*from_records {
+                    let t = now().as_nanos() as u64;
+                    clock.set(Duration::from_nanos(t));
+                    if t / period != self.period_index {
+                        self.period_index = t / period;
+                        filter.maintain();
+                    }
+                }
+                for (i, &h) in work.hashes.iter().enumerate() {
+                    if *from_records {
+                        let t = work.times[i].max(self.time);
+                        if t != self.time {
+                            self.time = t;
+                            clock.set(Duration::from_nanos(t));
+                            if t / period != self.period_index {
+                                self.period_index = t / period;
+                                filter.maintain();
+                            }
+                        }
+                    }
+                    work.new.push(filter.insert_hash(h));
+                }
+            }
+            Filter::Remember(m) => {
+                m.insert_many_hashes(work.hashes.iter().copied(), &mut work.new);
+            }
+        }
+        work.ends.truncate(work.new.len());
+        Ok(())
+    }
+
+    fn draw(&mut self) {
+        let Some(bar) = &self.progress else { return };
+        if self.last_draw.elapsed() < Duration::from_millis(100) {
+            return;
+        }
+        self.last_draw = Instant::now();
+        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
+        bar.set_position(self.bytes);
+        bar.set_message(format!(
+            "{} records, {} duplicates, {:.2}M records/s",
+            self.records,
+            self.records - self.new,
+            self.records as f64 / secs / 1e6
+        ));
+    }
+
+    /// Ends the run: the counts (`--count`), the output flushed, the state saved, the summary
+    /// (`--stats`). `save` is false after a failure: the state file keeps the last good run.
+    fn finish(&mut self, save: bool) -> Result<(), Failure> {
+        self.finished = true;
+        if let Some(bar) = self.progress.take() {
+            bar.finish_and_clear();
+        }
+        if self.args.count {
+            writeln!(
+                self.out,
+                "{} new\n{} duplicates",
+                self.new,
+                self.records - self.new
+            )
+            .map_err(write_failure)?;
+        }
+        match self.out.flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+            other => other.map_err(write_failure)?,
+        }
+        if save && let Some(path) = &self.args.state {
+            self.filter
+                .save(path)
+                .map_err(|e| Failure(format!("cannot save the state {}: {e}", path.display())))?;
+        }
+        if self.args.stats {
+            let secs = self.started.elapsed().as_secs_f64();
+            eprintln!(
+                "seen: {} records, {} new, {} duplicates, {:.0} records/s",
+                self.records,
+                self.new,
+                self.records - self.new,
+                self.records as f64 / secs.max(1e-9)
+            );
+            eprintln!(
+                "seen: {}",
+                self.filter.describe(self.exact.len(), &self.args)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn write_failure(e: io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        // The reader of the output has gone (`seen dedup | head`): stop quietly.
+        std::process::exit(0);
+    }
+    Failure(format!("cannot write the output: {e}"))
+}
+
+/// Locks the sequencer, whatever a panicking holder left.
+fn lock(m: &Mutex<Sequencer>) -> MutexGuard<'_, Sequencer> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
@@ -303,86 +1013,248 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     };
     let key = match (&args.json_key, args.field) {
         (Some(path), _) => Key::Json(path.split('.').map(str::to_string).collect()),
-        (None, Some(n)) => Key::Field { n, delimiter },
+        (None, Some(n)) => Key::Field(n),
         (None, None) => Key::Whole,
     };
+    let time = match &args.time_field {
+        None => None,
+        Some(spec) if args.json_key.is_some() => {
+            Some(Key::Json(spec.split('.').map(str::to_string).collect()))
+        }
+        Some(spec) => match spec.parse::<u64>() {
+            Ok(n) if n >= 1 => Some(Key::Field(n)),
+            _ => {
+                return Err(Failure(format!(
+                    "--time-field {spec:?}: a field number from 1 (or a JSON path with \
+                     --json-key)"
+                )));
+            }
+        },
+    };
+    if let (Some(window), Some(period)) = (args.window, args.period) {
+        generations(window, period)?;
+    }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
-    let mut seen = Seen::open(args)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let (mut records, mut new) = (0u64, 0u64);
-    let started = Instant::now();
-    let inputs: Vec<Option<&PathBuf>> = if args.files.is_empty() {
+    let filter = Arc::new(Filter::open(args)?);
+    let keyer = Keyer {
+        key,
+        time,
+        delimiter,
+        keep_keys: matches!(*filter, Filter::Exact),
+    };
+    let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]
     } else {
         args.files
             .iter()
-            .map(|p| (p.as_os_str() != "-").then_some(p))
+            .map(|p| (p.as_os_str() != "-").then(|| p.clone()))
             .collect()
     };
-    // Records are read and decided in batches, so that a Bloom filter larger than the caches
-    // overlaps the batch's cache misses (`insert_many_hashes`).
-    let mut batch = Batch::default();
-    for input in inputs {
-        let name = input.map_or("standard input".to_string(), |p| p.display().to_string());
-        let mut reader: Box<dyn BufRead> = match input {
-            None => Box::new(BufReader::with_capacity(1 << 16, io::stdin().lock())),
-            Some(path) => Box::new(BufReader::with_capacity(
-                1 << 16,
-                File::open(path).map_err(|e| Failure(format!("cannot read {name}: {e}")))?,
-            )),
+    let names = inputs
+        .iter()
+        .map(|i| {
+            i.as_ref()
+                .map_or("standard input".into(), |p| p.display().to_string())
+        })
+        .collect();
+    // The progress bar's length: the files' sizes, when every input is a file.
+    let total: Option<u64> = inputs
+        .iter()
+        .map(|i| {
+            std::fs::metadata(i.as_ref()?)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+        })
+        .sum();
+    let progress = (!args.no_progress && io::stderr().is_terminal()).then(|| {
+        let bar = match total {
+            Some(len) => indicatif::ProgressBar::new(len).with_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg} ({eta} left)",
+                )
+                .expect("a valid template"),
+            ),
+            None => indicatif::ProgressBar::new_spinner().with_style(
+                indicatif::ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
+                    .expect("a valid template"),
+            ),
         };
-        loop {
-            let more = batch
-                .fill(&mut reader, terminator)
-                .map_err(|e| Failure(format!("cannot read {name}: {e}")))?;
-            let first = records + 1;
-            records += batch.len() as u64;
-            seen.decide(&mut batch, &key)
-                .map_err(|(i, e)| Failure(format!("{name}, record {}: {e}", first + i as u64)))?;
-            for (record, &is_new) in batch.records().zip(&batch.new) {
-                new += u64::from(is_new);
-                if !args.count && is_new != args.repeated {
-                    write_record(&mut out, record, terminator)?;
-                }
-            }
-            if !more {
-                break;
-            }
+        bar.with_finish(indicatif::ProgressFinish::AndClear)
+    });
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    );
+    let sequencer = Arc::new(Mutex::new(Sequencer {
+        args: args.clone(),
+        filter: Arc::clone(&filter),
+        exact: HashSet::new(),
+        out: BufWriter::with_capacity(1 << 17, io::stdout()),
+        terminator,
+        names,
+        input: 0,
+        input_records: 0,
+        records: 0,
+        new: 0,
+        bytes: 0,
+        time: 0,
+        period_index: 0,
+        started: Instant::now(),
+        progress,
+        last_draw: Instant::now(),
+        finished: false,
+    }));
+    on_interrupt(Arc::clone(&sequencer));
+    let reader = Reader::new(inputs, terminator);
+    let keyer = Arc::new(keyer);
+    let result = if threads <= 1 {
+        one_thread(reader, &keyer, &filter, &sequencer, terminator)
+    } else {
+        pipeline(reader, keyer, filter, &sequencer, terminator, threads)
+    };
+    let mut s = lock(&sequencer);
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        interrupted(&mut s);
+    }
+    match result {
+        Ok(()) => s.finish(true),
+        Err(failure) => {
+            // Write out what was decided; keep the last good state.
+            let _ = s.finish(false);
+            Err(failure)
         }
     }
-    if args.count {
-        writeln!(out, "{new} new\n{} duplicates", records - new).map_err(write_failure)?;
-    }
-    match out.flush() {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        other => other.map_err(write_failure)?,
-    }
-    if let Some(path) = &args.state {
-        seen.save(path)
-            .map_err(|e| Failure(format!("cannot save the state {}: {e}", path.display())))?;
-    }
-    if args.stats {
-        let secs = started.elapsed().as_secs_f64();
-        eprintln!(
-            "seen: {records} records, {new} new, {} duplicates, {:.0} records/s",
-            records - new,
-            records as f64 / secs.max(1e-9)
-        );
-        match seen.info() {
-            Some(info) => eprintln!("seen: {info}"),
-            None => eprintln!("seen: exact set of {new} keys"),
+}
+
+/// Whether SIGINT or SIGTERM arrived.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// On SIGINT or SIGTERM: a thread takes the sequencer between two chunks and ends the run
+/// ([`interrupted`]). A second signal exits at once; the state file then keeps its last
+/// complete save (a save is renamed into place whole).
+fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>) {
+    let installed = ctrlc::set_handler(move || {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(INTERRUPTED_STATUS);
         }
+        let sequencer = Arc::clone(&sequencer);
+        // The handler must return to see a second signal: finish on another thread.
+        std::thread::spawn(move || interrupted(&mut lock(&sequencer)));
+    });
+    // Without a handler (another one is installed), a signal ends the process as usual: the
+    // state file keeps its last save.
+    let _ = installed;
+}
+
+/// Ends an interrupted run: the records decided are written, the state saved, then the
+/// process exits with status 130. Nothing if the run had already finished.
+fn interrupted(s: &mut Sequencer) {
+    if s.finished {
+        return;
+    }
+    let status = match s.finish(true) {
+        Ok(()) => INTERRUPTED_STATUS,
+        Err(Failure(why)) => {
+            eprintln!("seen: {why}");
+            2
+        }
+    };
+    eprintln!("seen: interrupted after {} records", s.records);
+    std::process::exit(status);
+}
+
+/// Everything on the calling thread: read, prepare, decide, write.
+fn one_thread(
+    mut reader: Reader,
+    keyer: &Keyer,
+    filter: &Filter,
+    sequencer: &Mutex<Sequencer>,
+    terminator: u8,
+) -> Result<(), Failure> {
+    let mut spare = Work::default();
+    while let Some(mut work) = reader.next(spare) {
+        work.prepare(keyer, filter, terminator, false);
+        let mut s = lock(sequencer);
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        s.consume(&mut work)?;
+        spare = work;
     }
     Ok(())
 }
 
-fn write_record(out: &mut impl Write, record: &[u8], terminator: u8) -> Result<(), Failure> {
-    out.write_all(record)
-        .and_then(|()| out.write_all(&[terminator]))
-        .map_err(write_failure)
-}
-
-fn write_failure(e: io::Error) -> Failure {
-    Failure(format!("cannot write the output: {e}"))
+/// A reader thread, `threads` workers, and the sequencer on the calling thread. The threads
+/// are not joined: after a failure the reader may be blocked on a read that never ends, and
+/// the process exits without it.
+fn pipeline(
+    mut reader: Reader,
+    keyer: Arc<Keyer>,
+    filter: Arc<Filter>,
+    sequencer: &Mutex<Sequencer>,
+    terminator: u8,
+    threads: usize,
+) -> Result<(), Failure> {
+    use crossbeam_channel::{RecvTimeoutError, bounded};
+    let in_flight = 2 * threads + 2;
+    let (to_workers, for_workers) = bounded::<Work>(in_flight);
+    let (to_sequencer, for_sequencer) = bounded::<Work>(in_flight);
+    let (recycle, recycled) = bounded::<Work>(2 * in_flight + 2);
+    std::thread::spawn(move || {
+        loop {
+            let spare = recycled.try_recv().unwrap_or_default();
+            let Some(work) = reader.next(spare) else {
+                break;
+            };
+            if to_workers.send(work).is_err() {
+                break;
+            }
+        }
+    });
+    let look_ahead = std::env::var_os("SEEN_NO_LOOKAHEAD").is_none();
+    for _ in 0..threads {
+        let (input, output) = (for_workers.clone(), to_sequencer.clone());
+        let (keyer, filter) = (Arc::clone(&keyer), Arc::clone(&filter));
+        std::thread::spawn(move || {
+            for mut work in input {
+                work.prepare(&keyer, &filter, terminator, look_ahead);
+                if output.send(work).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop((for_workers, to_sequencer));
+    let mut pending: BTreeMap<u64, Work> = BTreeMap::new();
+    let mut next = 0u64;
+    loop {
+        // Decide every chunk that is next in order.
+        while let Some(mut work) = pending.remove(&next) {
+            next += 1;
+            let mut s = lock(sequencer);
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            s.consume(&mut work)?;
+            drop(s);
+            let _ = recycle.try_send(work);
+        }
+        // Nothing ready: let the output out before waiting (for a stream such as
+        // `tail -f log | seen dedup`).
+        let work = match for_sequencer.try_recv() {
+            Ok(work) => Ok(work),
+            Err(_) => {
+                lock(sequencer).out.flush().map_err(write_failure)?;
+                for_sequencer.recv_timeout(Duration::from_millis(200))
+            }
+        };
+        match work {
+            Ok(work) => {
+                pending.insert(work.seq, work);
+            }
+            Err(RecvTimeoutError::Timeout) => lock(sequencer).draw(),
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+    }
 }

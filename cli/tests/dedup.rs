@@ -229,14 +229,29 @@ fn json_keys_and_bad_json_records() {
         out.stdout,
         b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"other\":3}\n"
     );
-    for bad in [&b"{\"a\":1}\nnot json\n"[..], &b"{\"a\":\"\xff\"}\n"[..]] {
-        let out = seen(&["dedup", "--json-key", "a"], bad);
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.starts_with("seen: standard input, record ") && err.contains("not a JSON record"),
-            "{err}"
-        );
+    let cases = [
+        (
+            &b"{\"a\":1}\nnot json\n{\"a\":3}\n"[..],
+            2,
+            &b"{\"a\":1}\n"[..],
+        ),
+        (&b"{\"a\":\"\xff\"}\n"[..], 1, &b""[..]),
+    ];
+    for (bad, line, printed) in cases {
+        for threads in ["1", "2"] {
+            let out = seen(&["dedup", "--json-key", "a", "--threads", threads], bad);
+            assert_eq!(out.status.code(), Some(2));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.starts_with(&format!(
+                    "seen: standard input, line {line}: not a JSON record"
+                )),
+                "{err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+            // The records before the bad one are written.
+            assert_eq!(out.stdout, printed);
+        }
     }
 }
 

@@ -26,8 +26,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
@@ -148,7 +148,7 @@ pub(crate) struct Dedup {
 
 /// Bytes read at a time; a chunk holds at least this much input (or what one read of a pipe
 /// gave), cut after its last complete record.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 1 << 18;
 
 /// The status of a run ended by SIGINT or SIGTERM (128 + SIGINT's number, as shells report).
 const INTERRUPTED_STATUS: i32 = 130;
@@ -481,7 +481,8 @@ impl Filter {
     /// The hash of a key (the hasher is the filter's: a loaded filter brings its seed).
     fn hash(&self, key: &[u8]) -> Hash128 {
         match self {
-            Self::Exact => Hash128 { h1: 0, h2: 0 },
+            // Only to pick the shard: the set compares the keys themselves.
+            Self::Exact => StableHasher::default().hash_bytes(key),
             Self::Bloom(f) => f.hasher().hash_bytes(key),
             Self::Growing(f) => f.hasher().hash_bytes(key),
             Self::Windowed { filter, .. } => filter.hasher().hash_bytes(key),
@@ -598,31 +599,39 @@ struct Work {
     failed: Option<String>,
     /// Prepared: where each record ends (before its terminator).
     ends: Vec<usize>,
-    /// Prepared: each record's key hash.
+    /// Prepared: each record's key hash (the filter's hasher; the exact set's keys are hashed
+    /// too, to pick their shard).
     hashes: Vec<Hash128>,
     /// Prepared, for the exact set: the keys back to back, and where each ends.
     keys: Vec<u8>,
     key_ends: Vec<usize>,
     /// Prepared, with --time-field: each record's time (ns since the Unix epoch).
     times: Vec<u64>,
-    /// Prepared, for filters that only gain items: whether the lookup found the key.
-    found: Vec<bool>,
     /// Prepared: the first record that could not be keyed, and why (the records before it
     /// are prepared).
     bad: Option<(usize, String)>,
-    /// Decided by the sequencer: whether each record is new.
+    /// Decided, by each shard: whether each of its records is new, in order; and the first
+    /// record it could not insert.
+    decided: Vec<OnceLock<Decided>>,
+    /// The shards that have not decided yet.
+    undecided: AtomicUsize,
+}
+
+/// One shard's decisions for one chunk.
+#[derive(Default)]
+struct Decided {
     new: Vec<bool>,
+    failed: Option<(usize, String)>,
 }
 
 impl Work {
-    /// Splits the chunk into records and keys them; looks them up if the filter allows.
-    fn prepare(&mut self, keyer: &Keyer, filter: &Filter, terminator: u8, look_ahead: bool) {
+    /// Splits the chunk into records, keys and hashes them.
+    fn prepare(&mut self, keyer: &Keyer, filter: &Filter, terminator: u8, shards: usize) {
         self.ends.clear();
         self.hashes.clear();
         self.keys.clear();
         self.key_ends.clear();
         self.times.clear();
-        self.found.clear();
         self.bad = None;
         let mut start = 0;
         while start < self.bytes.len() {
@@ -631,11 +640,10 @@ impl Work {
             let record = &self.bytes[start..end];
             match keyer.of(record) {
                 Ok((key, time)) => {
+                    self.hashes.push(filter.hash(&key));
                     if keyer.keep_keys {
                         self.keys.extend_from_slice(&key);
                         self.key_ends.push(self.keys.len());
-                    } else {
-                        self.hashes.push(filter.hash(&key));
                     }
                     if let Some(t) = time {
                         self.times.push(t);
@@ -649,14 +657,122 @@ impl Work {
             self.ends.push(end);
             start = end + 1;
         }
+        self.decided.clear();
+        self.decided.resize_with(shards, OnceLock::new);
+        self.undecided = AtomicUsize::new(shards);
+    }
+
+    /// The key of record `i` (exact set only).
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
+        &self.keys[start..self.key_ends[i]]
+    }
+}
+
+/// The shard of a key: all records of one key go to one shard, which decides them in input
+/// order, so a key is new exactly at its first record whatever the threads do.
+fn shard_of(hash: Hash128, shards: usize) -> usize {
+    (((hash.h2 >> 32) * shards as u64) >> 32) as usize
+}
+
+/// A shard: decides its records chunk after chunk, in input order, under its mutex.
+#[derive(Default)]
+struct Shard {
+    /// The next chunk to decide, and the chunks prepared ahead of it.
+    next: u64,
+    ready: BTreeMap<u64, Arc<Work>>,
+    /// The exact set's keys of this shard.
+    exact: HashSet<Box<[u8]>>,
+    /// With --time-field (one shard): the latest time seen.
+    time: u64,
+    /// The windowed filter's period last maintained.
+    period_index: u64,
+}
+
+impl Shard {
+    /// Decides the records of `work` that are this shard's (`s` of `shards`), in order.
+    fn decide(&mut self, filter: &Filter, work: &Work, s: usize, shards: usize) -> Decided {
+        let mine =
+            (0..work.ends.len()).filter(|&i| shards == 1 || shard_of(work.hashes[i], shards) == s);
+        let mut decided = Decided::default();
+        let new = &mut decided.new;
         match filter {
-            Filter::Bloom(f) if look_ahead => {
-                f.contains_many_hashes(self.hashes.iter().copied(), &mut self.found);
+            Filter::Exact => {
+                for i in mine {
+                    let key = work.key(i);
+                    new.push(!self.exact.contains(key) && self.exact.insert(key.into()));
+                }
             }
-            Filter::Growing(f) if look_ahead => self
-                .found
-                .extend(self.hashes.iter().map(|&h| f.contains_hash(h))),
-            _ => self.found.resize(self.hashes.len(), false),
+            Filter::Bloom(f) => {
+                f.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
+            }
+            Filter::Remember(m) => {
+                m.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
+            }
+            Filter::Growing(f) => {
+                for i in mine {
+                    match f.insert_hash(work.hashes[i]) {
+                        Ok(n) => new.push(n),
+                        Err(e) => {
+                            decided.failed = Some((i, format!("cannot insert: {e}")));
+                            break;
+                        }
+                    }
+                }
+            }
+            Filter::Windowed {
+                filter,
+                clock,
+                period,
+                from_records,
+            } => {
+                let period = period.as_nanos() as u64;
+                let tick = |t: u64, shard: &mut Self| {
+                    clock.set(Duration::from_nanos(t));
+                    if t / period != shard.period_index {
+                        shard.period_index = t / period;
+                        filter.maintain();
+                    }
+                };
+                if !*from_records {
+                    tick(now().as_nanos() as u64, self);
+                }
+                for i in mine {
+                    if *from_records && work.times[i] > self.time {
+                        self.time = work.times[i];
+                        tick(self.time, self);
+                    }
+                    new.push(filter.insert_hash(work.hashes[i]));
+                }
+            }
+        }
+        decided
+    }
+}
+
+/// Hands a prepared chunk to every shard; each decides what is ready in order. Returns the
+/// chunks this call completed (all shards decided), for the writer.
+fn decide_in_shards(
+    work: Arc<Work>,
+    shards: &[Mutex<Shard>],
+    filter: &Filter,
+    mut done: impl FnMut(Arc<Work>),
+) {
+    let n = shards.len();
+    for (s, shard) in shards.iter().enumerate() {
+        let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        shard.ready.insert(work.seq, Arc::clone(&work));
+        loop {
+            let next = shard.next;
+            let Some(ready) = shard.ready.remove(&next) else {
+                break;
+            };
+            shard.next += 1;
+            let decided = shard.decide(filter, &ready, s, n);
+            let _ = ready.decided[s].set(decided);
+            if ready.undecided.fetch_sub(1, Ordering::AcqRel) == 1 {
+                done(ready);
+            }
         }
     }
 }
@@ -759,11 +875,11 @@ impl Reader {
     }
 }
 
-/// The in-order half of a run: decides, writes, counts, saves.
+/// The in-order end of a run: writes, counts, saves.
 struct Sequencer {
     args: Dedup,
     filter: Arc<Filter>,
-    exact: HashSet<Box<[u8]>>,
+    shards: Arc<[Mutex<Shard>]>,
     out: BufWriter<io::Stdout>,
     terminator: u8,
     names: Vec<String>,
@@ -773,27 +889,49 @@ struct Sequencer {
     records: u64,
     new: u64,
     bytes: u64,
-    /// With --time-field: the latest time seen, and its period.
-    time: u64,
-    period_index: u64,
     started: Instant,
     progress: Option<indicatif::ProgressBar>,
     last_draw: Instant,
+    /// Whether a pipeline's writer loop ends an interrupted run (else the signal's thread).
+    pipeline: bool,
     /// Set once the run has ended (normally, by a failure, or interrupted).
     finished: bool,
 }
 
 impl Sequencer {
-    /// Decides and writes one chunk (the next in input order).
-    fn consume(&mut self, work: &mut Work) -> Result<(), Failure> {
+    /// Writes one decided chunk (the next in input order) and counts it.
+    fn consume(&mut self, work: &Work) -> Result<(), Failure> {
         if work.input != self.input {
             self.input = work.input;
             self.input_records = 0;
         }
-        self.decide(work)?;
+        // Each shard's decisions, in record order; the first record not decided.
+        let shards = work.decided.len();
+        let mut cursors: Vec<_> = work
+            .decided
+            .iter()
+            .map(|d| d.get().map_or(&[][..], |d| &d.new[..]).iter())
+            .collect();
+        let mut failed: Option<(usize, &str)> = work.bad.as_ref().map(|(i, w)| (*i, w.as_str()));
+        for d in work.decided.iter().filter_map(OnceLock::get) {
+            if let Some((i, why)) = &d.failed
+                && failed.is_none_or(|(f, _)| *i < f)
+            {
+                failed = Some((*i, why));
+            }
+        }
+        let decided = failed.map_or(work.ends.len(), |(i, _)| i);
         let mut run: Option<(usize, usize)> = None;
         let starts = std::iter::once(0).chain(work.ends.iter().map(|&e| e + 1));
-        for ((start, &end), &is_new) in starts.zip(&work.ends).zip(&work.new) {
+        for (i, (start, &end)) in starts.zip(&work.ends).take(decided).enumerate() {
+            let shard = if shards == 1 {
+                0
+            } else {
+                shard_of(work.hashes[i], shards)
+            };
+            let is_new = *cursors[shard]
+                .next()
+                .expect("every shard decided its records");
             self.new += u64::from(is_new);
             if self.args.count || is_new == self.args.repeated {
                 if let Some((s, e)) = run.take() {
@@ -813,13 +951,12 @@ impl Sequencer {
         if let Some((s, e)) = run {
             self.write_run(&work.bytes, s, e)?;
         }
-        let decided = work.new.len() as u64;
-        self.records += decided;
-        self.input_records += decided;
+        self.records += decided as u64;
+        self.input_records += decided as u64;
         self.bytes += work.bytes.len() as u64;
         self.draw();
         let name = &self.names[work.input];
-        if let Some((_, why)) = &work.bad {
+        if let Some((_, why)) = failed {
             let unit = if self.terminator == b'\n' {
                 "line"
             } else {
@@ -843,90 +980,6 @@ impl Sequencer {
             .write_all(&bytes[start..end])
             .and_then(|()| self.out.write_all(&[self.terminator]))
             .map_err(write_failure)
-    }
-
-    /// Fills `work.new`, in order, for the records prepared.
-    fn decide(&mut self, work: &mut Work) -> Result<(), Failure> {
-        work.new.clear();
-        let n = work.ends.len();
-        match &*self.filter {
-            Filter::Exact => {
-                let starts = std::iter::once(0).chain(work.key_ends.iter().copied());
-                for (s, &e) in starts.zip(&work.key_ends) {
-                    let key = &work.keys[s..e];
-                    work.new
-                        .push(!self.exact.contains(key) && self.exact.insert(key.into()));
-                }
-            }
-            Filter::Bloom(f) => {
-                let candidates = work
-                    .hashes
-                    .iter()
-                    .zip(&work.found)
-                    .filter(|&(_, &found)| !found)
-                    .map(|(&h, _)| h);
-                let mut inserted = Vec::with_capacity(n);
-                f.insert_many_hashes(candidates, &mut inserted);
-                let mut inserted = inserted.into_iter();
-                work.new.extend(
-                    work.found
-                        .iter()
-                        .map(|&found| !found && inserted.next().unwrap_or(false)),
-                );
-            }
-            Filter::Growing(f) => {
-                for (i, (&h, &found)) in work.hashes.iter().zip(&work.found).enumerate() {
-                    if found {
-                        work.new.push(false);
-                        continue;
-                    }
-                    match f.insert_hash(h) {
-                        Ok(new) => work.new.push(new),
-                        Err(e) => {
-                            // The records before this one are decided: write them first.
-                            work.ends.truncate(i);
-                            work.bad = Some((i, format!("cannot insert: {e}")));
-                            break;
-                        }
-                    }
-                }
-            }
-            Filter::Windowed {
-                filter,
-                clock,
-                period,
-                from_records,
-            } => {
-                let period = period.as_nanos() as u64;
-                if !*from_records {
-                    let t = now().as_nanos() as u64;
-                    clock.set(Duration::from_nanos(t));
-                    if t / period != self.period_index {
-                        self.period_index = t / period;
-                        filter.maintain();
-                    }
-                }
-                for (i, &h) in work.hashes.iter().enumerate() {
-                    if *from_records {
-                        let t = work.times[i].max(self.time);
-                        if t != self.time {
-                            self.time = t;
-                            clock.set(Duration::from_nanos(t));
-                            if t / period != self.period_index {
-                                self.period_index = t / period;
-                                filter.maintain();
-                            }
-                        }
-                    }
-                    work.new.push(filter.insert_hash(h));
-                }
-            }
-            Filter::Remember(m) => {
-                m.insert_many_hashes(work.hashes.iter().copied(), &mut work.new);
-            }
-        }
-        work.ends.truncate(work.new.len());
-        Ok(())
     }
 
     fn draw(&mut self) {
@@ -981,7 +1034,7 @@ impl Sequencer {
             );
             eprintln!(
                 "seen: {}",
-                self.filter.describe(self.exact.len(), &self.args)
+                self.filter.describe(exact_keys(&self.shards), &self.args)
             );
         }
         Ok(())
@@ -1086,10 +1139,18 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,
     );
+    // Records with their own times are decided in one order (the clock follows them); the
+    // concurrent structures by one shard per thread.
+    let shards = if threads == 1 || args.time_field.is_some() {
+        1
+    } else {
+        threads
+    };
+    let shards: Arc<[Mutex<Shard>]> = (0..shards).map(|_| Mutex::default()).collect();
     let sequencer = Arc::new(Mutex::new(Sequencer {
         args: args.clone(),
         filter: Arc::clone(&filter),
-        exact: HashSet::new(),
+        shards: Arc::clone(&shards),
         out: BufWriter::with_capacity(1 << 17, io::stdout()),
         terminator,
         names,
@@ -1098,25 +1159,22 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         records: 0,
         new: 0,
         bytes: 0,
-        time: 0,
-        period_index: 0,
         started: Instant::now(),
         progress,
         last_draw: Instant::now(),
+        pipeline: threads > 1,
         finished: false,
     }));
     on_interrupt(Arc::clone(&sequencer));
     let reader = Reader::new(inputs, terminator);
-    let keyer = Arc::new(keyer);
     let result = if threads <= 1 {
-        one_thread(reader, &keyer, &filter, &sequencer, terminator)
+        one_thread(reader, &keyer, &filter, &shards, &sequencer, terminator)
     } else {
-        pipeline(reader, keyer, filter, &sequencer, terminator, threads)
+        pipeline(
+            reader, keyer, filter, shards, &sequencer, terminator, threads,
+        )
     };
     let mut s = lock(&sequencer);
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        interrupted(&mut s);
-    }
     match result {
         Ok(()) => s.finish(true),
         Err(failure) => {
@@ -1127,10 +1185,19 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     }
 }
 
+/// The keys in the exact set's shards.
+fn exact_keys(shards: &[Mutex<Shard>]) -> usize {
+    shards
+        .iter()
+        .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).exact.len())
+        .sum()
+}
+
 /// Whether SIGINT or SIGTERM arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// On SIGINT or SIGTERM: a thread takes the sequencer between two chunks and ends the run
+/// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
+/// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
 /// ([`interrupted`]). A second signal exits at once; the state file then keeps its last
 /// complete save (a save is renamed into place whole).
 fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>) {
@@ -1140,7 +1207,12 @@ fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>) {
         }
         let sequencer = Arc::clone(&sequencer);
         // The handler must return to see a second signal: finish on another thread.
-        std::thread::spawn(move || interrupted(&mut lock(&sequencer)));
+        std::thread::spawn(move || {
+            let mut s = lock(&sequencer);
+            if !s.pipeline {
+                interrupted(&mut s);
+            }
+        });
     });
     // Without a handler (another one is installed), a signal ends the process as usual: the
     // state file keeps its last save.
@@ -1169,84 +1241,122 @@ fn one_thread(
     mut reader: Reader,
     keyer: &Keyer,
     filter: &Filter,
+    shards: &[Mutex<Shard>],
     sequencer: &Mutex<Sequencer>,
     terminator: u8,
 ) -> Result<(), Failure> {
     let mut spare = Work::default();
     while let Some(mut work) = reader.next(spare) {
-        work.prepare(keyer, filter, terminator, false);
+        work.prepare(keyer, filter, terminator, 1);
+        let mut shard = shards[0].lock().unwrap_or_else(PoisonError::into_inner);
+        let decided = shard.decide(filter, &work, 0, 1);
+        drop(shard);
+        let _ = work.decided[0].set(decided);
         let mut s = lock(sequencer);
-        if INTERRUPTED.load(Ordering::SeqCst) {
+        if s.finished {
+            // Interrupted, and ended by the signal's thread.
             return Ok(());
         }
-        s.consume(&mut work)?;
+        s.consume(&work)?;
+        // A short chunk: the input trickles in (a pipe, a terminal), and the next read may
+        // wait: let the output out first.
+        if work.bytes.len() < CHUNK / 2 {
+            s.out.flush().map_err(write_failure)?;
+        }
         spare = work;
     }
     Ok(())
 }
 
-/// A reader thread, `threads` workers, and the sequencer on the calling thread. The threads
-/// are not joined: after a failure the reader may be blocked on a read that never ends, and
-/// the process exits without it.
+/// Chunks read but not yet written, and whether the reader may add more.
+#[derive(Default)]
+struct Intake {
+    read: u64,
+    closed: bool,
+}
+
+/// A reader thread, `threads` workers that prepare chunks and decide them in their shards,
+/// and the calling thread, which writes them in order. The threads are not joined: after a
+/// failure the reader may be blocked on a read that never ends, and the process exits
+/// without it.
 fn pipeline(
     mut reader: Reader,
-    keyer: Arc<Keyer>,
+    keyer: Keyer,
     filter: Arc<Filter>,
+    shards: Arc<[Mutex<Shard>]>,
     sequencer: &Mutex<Sequencer>,
     terminator: u8,
     threads: usize,
 ) -> Result<(), Failure> {
-    use crossbeam_channel::{RecvTimeoutError, bounded};
-    let in_flight = 2 * threads + 2;
-    let (to_workers, for_workers) = bounded::<Work>(in_flight);
-    let (to_sequencer, for_sequencer) = bounded::<Work>(in_flight);
-    let (recycle, recycled) = bounded::<Work>(2 * in_flight + 2);
+    use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
+    // The chunks in flight, read but not yet written: their buffers circulate, so the
+    // reader waits when the writer falls behind.
+    let in_flight = 4 * threads;
+    let (to_workers, for_workers) = unbounded::<Work>();
+    let (to_writer, for_writer) = unbounded::<Arc<Work>>();
+    let (recycle, recycled) = bounded::<Work>(in_flight);
+    for _ in 0..in_flight {
+        let _ = recycle.send(Work::default());
+    }
+    let intake = Arc::new(Mutex::new(Intake::default()));
+    let reader_intake = Arc::clone(&intake);
     std::thread::spawn(move || {
-        loop {
-            let spare = recycled.try_recv().unwrap_or_default();
+        while let Ok(spare) = recycled.recv() {
             let Some(work) = reader.next(spare) else {
                 break;
             };
+            let mut intake = reader_intake.lock().unwrap_or_else(PoisonError::into_inner);
+            if intake.closed {
+                break;
+            }
+            intake.read += 1;
+            drop(intake);
             if to_workers.send(work).is_err() {
                 break;
             }
         }
     });
-    let look_ahead = std::env::var_os("SEEN_NO_LOOKAHEAD").is_none();
+    let keyer = Arc::new(keyer);
     for _ in 0..threads {
-        let (input, output) = (for_workers.clone(), to_sequencer.clone());
-        let (keyer, filter) = (Arc::clone(&keyer), Arc::clone(&filter));
+        let (input, output) = (for_workers.clone(), to_writer.clone());
+        let (keyer, filter, shards) =
+            (Arc::clone(&keyer), Arc::clone(&filter), Arc::clone(&shards));
         std::thread::spawn(move || {
             for mut work in input {
-                work.prepare(&keyer, &filter, terminator, look_ahead);
-                if output.send(work).is_err() {
-                    break;
-                }
+                work.prepare(&keyer, &filter, terminator, shards.len());
+                decide_in_shards(Arc::new(work), &shards, &filter, |done| {
+                    let _ = output.send(done);
+                });
             }
         });
     }
-    drop((for_workers, to_sequencer));
-    let mut pending: BTreeMap<u64, Work> = BTreeMap::new();
+    drop((for_workers, to_writer));
+    let mut pending: BTreeMap<u64, Arc<Work>> = BTreeMap::new();
     let mut next = 0u64;
+    // Once interrupted: the number of chunks read, all of which are written before the end.
+    let mut last: Option<u64> = None;
     loop {
-        // Decide every chunk that is next in order.
-        while let Some(mut work) = pending.remove(&next) {
+        while let Some(work) = pending.remove(&next) {
             next += 1;
-            let mut s = lock(sequencer);
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                return Ok(());
-            }
-            s.consume(&mut work)?;
-            drop(s);
-            let _ = recycle.try_send(work);
+            lock(sequencer).consume(&work)?;
+            // The buffers go back to the reader (a fresh set if a worker still holds these).
+            let _ = recycle.try_send(Arc::try_unwrap(work).unwrap_or_default());
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) && last.is_none() {
+            let mut intake = intake.lock().unwrap_or_else(PoisonError::into_inner);
+            intake.closed = true;
+            last = Some(intake.read);
+        }
+        if last.is_some_and(|last| next >= last) {
+            interrupted(&mut lock(sequencer));
         }
         // Nothing ready: let the output out before waiting (for a stream such as
         // `tail -f log | seen dedup`).
-        let work = match for_sequencer.try_recv() {
+        let work = match for_writer.try_recv() {
             Ok(work) => Ok(work),
             Err(_) => {
                 lock(sequencer).out.flush().map_err(write_failure)?;
-                for_sequencer.recv_timeout(Duration::from_millis(200))
+                for_writer.recv_timeout(Duration::from_millis(100))
             }
         };
         match work {

@@ -1,0 +1,54 @@
+//! What the command's tests share: running it, and generated input.
+#![allow(dead_code)] // Each test binary uses some of it.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `seen` with `args`, `input` on standard input.
+pub(crate) fn seen(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// `n` lines `key-<i>` with about one in five a repeat of an earlier one (pseudo-random, fixed).
+pub(crate) fn lines(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut out = Vec::new();
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = if i > 0 && x % 5 == 0 {
+            x as usize % i
+        } else {
+            i
+        };
+        writeln!(out, "key-{key}").unwrap();
+    }
+    out
+}
+
+/// What `awk '!seen[$0]++'` prints: each line the first time it occurs.
+pub(crate) fn first_occurrences(input: &[u8]) -> Vec<u8> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for line in input.split_inclusive(|&b| b == b'\n') {
+        if seen.insert(line) {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}

@@ -1,0 +1,286 @@
+//! `seen dedup` with threads, a window of time and the overwrite map, run as a subprocess.
+
+mod common;
+
+use common::{first_occurrences, lines, seen};
+
+/// Every thread count prints what one thread prints, and (exact set) what awk prints; the
+/// Bloom filter's output is the exact output less its false positives, whatever the threads.
+#[test]
+fn every_thread_count_prints_the_first_occurrences() {
+    // Over a megabyte, so that the pipeline has many chunks in flight.
+    let input = lines(150_000);
+    let expected = first_occurrences(&input);
+    for threads in ["1", "2", "3", "8"] {
+        let out = seen(&["dedup", "--exact", "--threads", threads], &input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout == expected, "--exact --threads {threads}");
+        let out = seen(
+            &["dedup", "--repeated", "--exact", "--threads", threads],
+            &input,
+        );
+        let repeated = input.len() - expected.len();
+        assert_eq!(out.stdout.len(), repeated, "--repeated --threads {threads}");
+    }
+    let expected_lines: Vec<&[u8]> = expected.split_inclusive(|&b| b == b'\n').collect();
+    for threads in ["1", "2", "3"] {
+        for structure in [
+            &["--capacity", "120000"][..],
+            &["--grow", "--capacity", "20000"],
+        ] {
+            let mut args = vec!["dedup", "--fpr", "0.001", "--threads", threads];
+            args.extend_from_slice(structure);
+            let out = seen(&args, &input);
+            assert!(out.status.success(), "{args:?}");
+            // A subsequence of the exact output: the records it lacks are false positives.
+            let got: Vec<&[u8]> = out.stdout.split_inclusive(|&b| b == b'\n').collect();
+            let mut at = expected_lines.iter();
+            for line in &got {
+                assert!(
+                    at.any(|e| e == line),
+                    "{args:?}: {line:?} out of order or repeated"
+                );
+            }
+            let dropped = expected_lines.len() - got.len();
+            // At most the target rate plus 4 standard deviations.
+            let n = expected_lines.len() as f64;
+            let bound = 0.001 * n + 4.0 * (0.001 * n).sqrt();
+            assert!((dropped as f64) <= bound, "{args:?}: {dropped} dropped");
+        }
+    }
+}
+
+/// `--window 8d --period 1d --time-field`: a key is a duplicate for 7 to 8 days after it was
+/// first printed, then new again; the clock follows the records, never backwards.
+#[test]
+fn a_window_forgets_keys_after_it() {
+    let day = 86_400u64;
+    let t0 = 1_700_000_000u64 / day * day; // midnight
+    let records = [
+        (0, "a"),           // new
+        (3 * day, "a"),     // 3 days: a duplicate
+        (3 * day, "b"),     // new
+        (2 * day, "c"),     // older than the record before: counts at day 3
+        (7 * day + 5, "a"), // 7 days later, inside the 8-day window: a duplicate
+        (9 * day, "a"),     // 9 days: forgotten, new again
+        (9 * day, "b"),     // b is 6 days old: a duplicate
+        (12 * day, "c"),    // c counted at day 3: 9 days, new again
+    ];
+    let mut tsv = Vec::new();
+    let mut json = Vec::new();
+    for (t, key) in records {
+        tsv.extend_from_slice(format!("{key}\t{}\n", t0 + t).as_bytes());
+        // RFC 3339 in JSON.
+        let (days, secs) = ((t0 + t) / day, (t0 + t) % day);
+        json.extend_from_slice(
+            format!(
+                "{{\"k\":\"{key}\",\"at\":\"{}T{:02}:{:02}:{:02}Z\"}}\n",
+                date(days),
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60
+            )
+            .as_bytes(),
+        );
+    }
+    let want = [true, false, true, true, false, true, false, true];
+    let keep = |input: &[u8]| -> Vec<u8> {
+        input
+            .split_inclusive(|&b| b == b'\n')
+            .zip(want)
+            .filter(|(_, w)| *w)
+            .flat_map(|(l, _)| l.to_vec())
+            .collect()
+    };
+    for threads in ["1", "2"] {
+        let window = ["--window", "8d", "--period", "1d", "--threads", threads];
+        let mut args = vec!["dedup", "-f", "1", "--time-field", "2"];
+        args.extend_from_slice(&window);
+        let out = seen(&args, &tsv);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&keep(&tsv))
+        );
+        let mut args = vec!["dedup", "--json-key", "k", "--time-field", "at"];
+        args.extend_from_slice(&window);
+        let out = seen(&args, &json);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&keep(&json))
+        );
+    }
+    // The wall clock: within one run, a window of a week forgets nothing.
+    let out = seen(
+        &["dedup", "--window", "7d", "--period", "1d"],
+        b"a\nb\na\nb\nc\n",
+    );
+    assert_eq!(out.stdout, b"a\nb\nc\n");
+}
+
+/// The date `days` after 1970-01-01, as YYYY-MM-DD (a civil-calendar walk, for the test).
+fn date(mut days: u64) -> String {
+    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let mut y = 1970;
+    while days >= if leap(y) { 366 } else { 365 } {
+        days -= if leap(y) { 366 } else { 365 };
+        y += 1;
+    }
+    let lengths = [
+        31,
+        if leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let mut m = 0;
+    while days >= lengths[m] {
+        days -= lengths[m];
+        m += 1;
+    }
+    format!("{y:04}-{:02}-{:02}", m + 1, days + 1)
+}
+
+#[test]
+fn bad_times_and_windows_are_one_line_errors() {
+    for (args, input, says) in [
+        (
+            &[
+                "dedup",
+                "-f",
+                "1",
+                "--time-field",
+                "2",
+                "--window",
+                "8d",
+                "--period",
+                "1d",
+            ][..],
+            &b"a\t1700000000\nb\tyesterday\n"[..],
+            "standard input, line 2: not a time: \"yesterday\"",
+        ),
+        (
+            &[
+                "dedup",
+                "-f",
+                "1",
+                "--time-field",
+                "2",
+                "--window",
+                "8d",
+                "--period",
+                "1d",
+            ],
+            b"a\t2026-02-30T00:00:00Z\n",
+            "line 1: not a time",
+        ),
+        (
+            &["dedup", "--window", "10d", "--period", "3d"],
+            b"a\n",
+            "--window 10d must be 1 to 63 times --period 3d",
+        ),
+        (
+            &["dedup", "--window", "64d", "--period", "1d"],
+            b"a\n",
+            "1 to 63 times",
+        ),
+        (
+            &[
+                "dedup",
+                "--time-field",
+                "x",
+                "--window",
+                "8d",
+                "--period",
+                "1d",
+            ],
+            b"a\n",
+            "a field number",
+        ),
+        (
+            &["dedup", "--remember", "1000", "--remember-probability", "1"],
+            b"a\n",
+            "cannot build the filter",
+        ),
+    ] {
+        for threads in ["1", "2"] {
+            let mut args = args.to_vec();
+            args.extend(["--threads", threads]);
+            let out = seen(&args, input);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert!(
+                err.starts_with("seen: ") && err.contains(says),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    // clap's: --time-field and --period need --window; one structure at a time.
+    for args in [
+        &["dedup", "--time-field", "2"][..],
+        &["dedup", "--period", "1d"],
+        &["dedup", "--window", "8d"],
+        &["dedup", "--exact", "--grow"],
+        &[
+            "dedup",
+            "--remember",
+            "10",
+            "--window",
+            "8d",
+            "--period",
+            "1d",
+        ],
+        &["dedup", "--memory", "1MiB", "--capacity", "10"],
+    ] {
+        let out = seen(args, b"");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// `--remember N` never drops a new record (its output holds every first occurrence) and
+/// drops a duplicate it still remembers.
+#[test]
+fn remember_never_drops_a_new_record() {
+    let input = lines(100_000);
+    let expected = first_occurrences(&input);
+    for threads in ["1", "2"] {
+        let out = seen(
+            &["dedup", "--remember", "1000", "--threads", threads],
+            &input,
+        );
+        assert!(out.status.success());
+        let got: std::collections::HashSet<&[u8]> =
+            out.stdout.split_inclusive(|&b| b == b'\n').collect();
+        for line in expected.split_inclusive(|&b| b == b'\n') {
+            assert!(got.contains(line), "{line:?} dropped");
+        }
+        // Duplicates far apart are forgotten (the input's repeats are uniform over the past),
+        // so more than the first occurrences are printed, but not every record.
+        assert!(out.stdout.len() > expected.len() && out.stdout.len() < input.len());
+    }
+    // A duplicate right after its key is remembered (with probability 0.9 at 1000 later
+    // records; at 1 later record, 1 - 1/buckets).
+    let out = seen(&["dedup", "--remember", "1000"], b"a\na\nb\nb\na\n");
+    assert_eq!(out.stdout, b"a\nb\n");
+}

@@ -7,6 +7,7 @@
 //! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
 
 mod dedup;
+mod sample;
 mod units;
 
 use std::io;
@@ -31,6 +32,9 @@ enum Command {
     /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
     /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
     Dedup(dedup::Dedup),
+    /// Print generated lines, about a fifth of them repeats of earlier ones: input to try
+    /// `seen dedup` on (`seen sample 1000000 | seen dedup --stats > /dev/null`).
+    Sample(sample::Sample),
     /// Print a completion script for SHELL on standard output, for example
     /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.
     Completions {
@@ -45,6 +49,7 @@ pub(crate) struct Failure(pub(crate) String);
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Dedup(args) => exit(dedup::run(&args)),
+        Command::Sample(args) => exit(sample::run(&args)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());

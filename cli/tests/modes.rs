@@ -284,3 +284,33 @@ fn remember_never_drops_a_new_record() {
     let out = seen(&["dedup", "--remember", "1000"], b"a\na\nb\nb\na\n");
     assert_eq!(out.stdout, b"a\nb\n");
 }
+
+/// `seen sample`: the same lines for the same seed, about the share of repeats asked for,
+/// each repeat a key printed before.
+#[test]
+fn sample_prints_the_duplicates_asked_for() {
+    let a = seen(&["sample", "200000"], b"");
+    assert!(a.status.success());
+    assert_eq!(
+        a.stdout,
+        seen(&["sample", "200000", "--seed", "1"], b"").stdout
+    );
+    assert_ne!(
+        a.stdout,
+        seen(&["sample", "200000", "--seed", "2"], b"").stdout
+    );
+    let lines: Vec<&[u8]> = a.stdout.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(lines.len(), 200_000);
+    let distinct = first_occurrences(&a.stdout);
+    let repeats = 200_000 - distinct.split_inclusive(|&b| b == b'\n').count();
+    // 0.2 · 200,000 = 40,000, the standard deviation 179: within 5 of them.
+    assert!((repeats as f64 - 40_000.0).abs() < 900.0, "{repeats}");
+    // New keys are numbered in order: the first occurrences are key-0, key-1, ...
+    for (i, line) in distinct.split_inclusive(|&b| b == b'\n').enumerate() {
+        assert_eq!(line, format!("key-{i}\n").as_bytes());
+    }
+    for bad in ["1", "-0.1", "nan"] {
+        let out = seen(&["sample", "10", "--duplicates", bad], b"");
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+    }
+}

@@ -992,8 +992,8 @@ impl Sequencer {
         bar.set_position(self.bytes);
         bar.set_message(format!(
             "{} records, {} duplicates, {:.2}M records/s",
-            self.records,
-            self.records - self.new,
+            indicatif::HumanCount(self.records),
+            indicatif::HumanCount(self.records - self.new),
             self.records as f64 / secs / 1e6
         ));
     }

@@ -332,12 +332,12 @@ fn days_since_epoch(y: u64, m: u64, d: u64) -> u64 {
 /// The structure that decides. Shared by the workers (the hasher, and lookups of the filters
 /// that only gain items) and the sequencer.
 enum Filter {
-    /// The exact set lives in the sequencer (it is not concurrent); keys are not hashed.
+    /// The exact set lives in the shards (it is not concurrent).
     Exact,
     Bloom(AtomicBloomFilter),
     Growing(GrowingBloomFilter),
     Windowed {
-        filter: WindowedBloomFilter<StableHasher, ManualClock>,
+        filter: Box<WindowedBloomFilter<StableHasher, ManualClock>>,
         clock: ManualClock,
         period: Duration,
         /// Times come from the records, not the wall clock.
@@ -471,7 +471,7 @@ impl Filter {
         args: &Dedup,
     ) -> Self {
         Self::Windowed {
-            filter,
+            filter: Box::new(filter),
             clock,
             period,
             from_records: args.time_field.is_some(),

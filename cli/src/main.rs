@@ -31,7 +31,7 @@ enum Command {
     /// record is dropped as a duplicate with probability at most --fpr (a false positive), a
     /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
     /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
-    Dedup(dedup::Dedup),
+    Dedup(Box<dedup::Dedup>),
     /// Print generated lines, about a fifth of them repeats of earlier ones: input to try
     /// `seen dedup` on (`seen sample 1000000 | seen dedup --stats > /dev/null`).
     Sample(sample::Sample),

@@ -1248,15 +1248,17 @@ fn one_thread(
     let mut spare = Work::default();
     while let Some(mut work) = reader.next(spare) {
         work.prepare(keyer, filter, terminator, 1);
-        let mut shard = shards[0].lock().unwrap_or_else(PoisonError::into_inner);
-        let decided = shard.decide(filter, &work, 0, 1);
-        drop(shard);
-        let _ = work.decided[0].set(decided);
+        // Decided and written under the sequencer's lock, which an interrupt takes to save:
+        // the state then never holds a key whose record was not written.
         let mut s = lock(sequencer);
         if s.finished {
             // Interrupted, and ended by the signal's thread.
             return Ok(());
         }
+        let mut shard = shards[0].lock().unwrap_or_else(PoisonError::into_inner);
+        let decided = shard.decide(filter, &work, 0, 1);
+        drop(shard);
+        let _ = work.decided[0].set(decided);
         s.consume(&work)?;
         // A short chunk: the input trickles in (a pipe, a terminal), and the next read may
         // wait: let the output out first.

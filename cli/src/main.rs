@@ -31,6 +31,7 @@ enum Command {
     /// record is dropped as a duplicate with probability at most --fpr (a false positive), a
     /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
     /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
+    #[command(after_long_help = DEDUP_EXAMPLES)]
     Dedup(Box<dedup::Dedup>),
     /// Print generated lines, about a fifth of them repeats of earlier ones: input to try
     /// `seen dedup` on (`seen sample 1000000 | seen dedup --stats > /dev/null`).
@@ -42,6 +43,19 @@ enum Command {
         shell: clap_complete::Shell,
     },
 }
+
+const DEDUP_EXAMPLES: &str = "\
+Examples:
+  seen dedup access.log > unique.log
+  seen sample 10000000 | seen dedup --stats > /dev/null
+  seen dedup -f 2 -d , events.csv              # the key is the second comma-separated field
+  seen dedup --json-key user.id --exact events.jsonl
+  seen dedup --state daily.seen --capacity 100000000 today.log   # remembers earlier days
+  seen dedup --window 8d --period 1d --json-key id --time-field ts events.jsonl
+  tail -f app.log | seen dedup --remember 1000000   # never drops a new line
+
+Exit status: 0 on success, 2 on an error (one line on standard error, naming the file and the
+line), 130 after SIGINT or SIGTERM (the records decided so far written, --state saved).";
 
 /// A failure, as the one line the command prints before exiting with status 2.
 pub(crate) struct Failure(pub(crate) String);

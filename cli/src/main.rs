@@ -7,6 +7,9 @@
 //! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
 
 mod dedup;
+mod plot;
+mod size;
+mod table;
 mod units;
 
 use std::io;
@@ -31,6 +34,14 @@ enum Command {
     /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
     /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
     Dedup(dedup::Dedup),
+    /// Print how large each structure is for given parameters, from the library's sizing.
+    ///
+    /// By default: a Bloom filter for --capacity keys at --fpr in both layouts (bytes, bits per
+    /// key, k, the expected rate at capacity), the textbook figure, and the rate past capacity.
+    /// --memory turns the question around (the most keys that fit); --window/--period add a
+    /// windowed filter, --grow a growing filter's layers; --remember sizes an overwrite map
+    /// instead. --plot draws the curves as SVG.
+    Size(size::Size),
     /// Print a completion script for SHELL on standard output, for example
     /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.
     Completions {
@@ -45,6 +56,7 @@ pub(crate) struct Failure(pub(crate) String);
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Dedup(args) => exit(dedup::run(&args)),
+        Command::Size(args) => exit(size::run(&args)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());

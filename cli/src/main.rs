@@ -6,6 +6,7 @@
 //! `--state`; `seen completions`. Not yet: the windowed filter, the overwrite map, threads,
 //! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
 
+mod bench;
 mod dedup;
 mod plot;
 mod size;
@@ -42,6 +43,14 @@ enum Command {
     /// windowed filter, --grow a growing filter's layers; --remember sizes an overwrite map
     /// instead. --plot draws the curves as SVG.
     Size(size::Size),
+    /// Measure the structures on your keys (or generated ones): insert and lookup time,
+    /// measured false-positive rate, memory.
+    ///
+    /// Each structure chosen by --structures is built for --capacity keys at --fpr, the keys
+    /// are inserted split over each thread count of --threads, then looked up: the inserted
+    /// ones (a Bloom filter must find all) and as many never inserted (the fraction found is
+    /// the measured false-positive rate). A table on standard output, or --json.
+    Bench(bench::Bench),
     /// Print a completion script for SHELL on standard output, for example
     /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.
     Completions {
@@ -57,6 +66,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Dedup(args) => exit(dedup::run(&args)),
         Command::Size(args) => exit(size::run(&args)),
+        Command::Bench(args) => exit(bench::run(&args)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());

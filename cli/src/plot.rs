@@ -1,6 +1,6 @@
-//! A small SVG writer for `seen size --plot`: line charts on a linear or logarithmic y axis,
-//! with a title, axes, labelled ticks, grid lines and a legend. Plain text out; no plotting
-//! crate.
+//! A small SVG writer for `seen size --plot` and `seen bench --plot`: line charts on a linear
+//! or logarithmic y axis, and grouped bar charts, each with a title, axes, labelled ticks, grid
+//! lines and a legend. Plain text out; no plotting crate.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -135,6 +135,76 @@ impl LineChart {
             .map(|c| (c.name.as_str(), c.dashed))
             .collect();
         svg.legend(&legend, true);
+        svg.finish()
+    }
+}
+
+/// A grouped bar chart: one group per category along x, one bar per series in each group
+/// (`series[s].1[g]` is the height of series `s` in group `g`), a linear y axis from 0.
+pub(crate) struct BarChart {
+    pub(crate) title: String,
+    pub(crate) y_label: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) series: Vec<(String, Vec<f64>)>,
+}
+
+impl BarChart {
+    /// The SVG document.
+    pub(crate) fn to_svg(&self) -> String {
+        let heights = self.series.iter().flat_map(|s| s.1.iter().copied());
+        let y_axis = Axis::fit(Scale::Linear, None, heights.chain([0.0]), 0);
+        let mut svg = Svg::new(&self.title);
+        svg.y_axis(&y_axis, &self.y_label);
+        svg.frame();
+        let group_width = (RIGHT - LEFT) / self.groups.len().max(1) as f64;
+        let bar_width = group_width * 0.8 / self.series.len().max(1) as f64;
+        // Long or many labels are turned, so that neighbours do not overlap.
+        let turned = self.groups.len() > 6 || self.groups.iter().any(|g| g.len() > 12);
+        for (g, group) in self.groups.iter().enumerate() {
+            let left = LEFT + group_width * g as f64 + group_width * 0.1;
+            for (s, (name, values)) in self.series.iter().enumerate() {
+                let Some(&value) = values.get(g) else {
+                    continue;
+                };
+                let value = value.max(0.0);
+                let x = left + bar_width * s as f64;
+                let top = y_axis.to_y(value.min(y_axis.max));
+                let _ = writeln!(
+                    svg.body,
+                    r#"<rect class="bar" x="{x:.2}" y="{top:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{}: {} {}</title></rect>"#,
+                    bar_width * 0.92,
+                    BOTTOM - top,
+                    colour(s),
+                    escape(group),
+                    escape(name),
+                    short_number(value),
+                );
+                // The value over the bar, where it fits (it is in the bar's title anyway).
+                if bar_width >= 26.0 {
+                    svg.text(
+                        x + bar_width * 0.46,
+                        top - 4.0,
+                        "middle",
+                        10.0,
+                        &short_number(value),
+                    );
+                }
+            }
+            let centre = LEFT + group_width * (g as f64 + 0.5);
+            if turned {
+                let _ = writeln!(
+                    svg.body,
+                    r#"<text x="{centre:.2}" y="{:.2}" text-anchor="end" font-size="12" transform="rotate(-30 {centre:.2} {:.2})">{}</text>"#,
+                    BOTTOM + 16.0,
+                    BOTTOM + 16.0,
+                    escape(group),
+                );
+            } else {
+                svg.text(centre, BOTTOM + 20.0, "middle", 12.0, group);
+            }
+        }
+        let legend: Vec<(&str, bool)> = self.series.iter().map(|s| (s.0.as_str(), false)).collect();
+        svg.legend(&legend, false);
         svg.finish()
     }
 }

@@ -13,7 +13,7 @@ use seen::{AtomicBloomFilter, Error, Layout};
 
 use crate::Failure;
 use crate::plot::{self, Curve, LineChart, Mark, Scale};
-use crate::table::{Table, given, grouped, human_bytes, rate};
+use crate::table::{self, Table, given, grouped, human_bytes, rate};
 use crate::units::{parse_duration, parse_size};
 
 #[derive(Args)]
@@ -135,8 +135,7 @@ pub(crate) fn run(args: &Size) -> Result<(), Failure> {
     if let Some(path) = &args.plot {
         plot::save(path, &bloom_plot(args, &rows).to_svg())?;
     }
-    print!("{out}");
-    Ok(())
+    table::print(&out)
 }
 
 /// One row of the Bloom table: a filter's sizing, or why it has none.
@@ -714,6 +713,5 @@ fn remember(args: &Size, later: u64) -> Result<(), Failure> {
         });
         plot::save(path, &chart.to_svg())?;
     }
-    print!("{out}");
-    Ok(())
+    table::print(&out)
 }

@@ -1,6 +1,10 @@
-//! Plain-text tables for `seen size` and `seen bench`, and the number formats they print.
+//! Plain-text tables for `seen size` and `seen bench`, the number formats they print, and
+//! the printing.
 
 use std::fmt;
+use std::io::{self, Write};
+
+use crate::Failure;
 
 /// Rows of cells under a header, printed with every column as wide as its widest cell: the
 /// first column left-aligned (names) unless [`numbers_only`](Self::numbers_only), the others
@@ -54,6 +58,18 @@ impl fmt::Display for Table {
             writeln!(f, "{}", line.trim_end())?;
         }
         Ok(())
+    }
+}
+
+/// Writes `text` to standard output. A reader that stopped reading (`| head`) is not a
+/// failure; any other write error is.
+pub(crate) fn print(text: &str) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(Failure(format!("cannot write the output: {e}")))
+        }
+        _ => Ok(()),
     }
 }
 

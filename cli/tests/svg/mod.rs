@@ -1,5 +1,7 @@
 //! Reading the SVG that `--plot` writes, for the tests: a well-formedness check and the curves.
 
+#![allow(dead_code, reason = "each test crate uses part of it")]
+
 /// Panics unless `text` is one well-formed `<svg>` element: every tag closed in order, every
 /// attribute quoted, every `&` an entity.
 pub(crate) fn check_well_formed(text: &str) {

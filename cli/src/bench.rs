@@ -620,7 +620,7 @@ fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) 
             format!("{:.1}", ns_per_op(r.present, present)),
             rate(r.false_positives as f64 / work.absent.len() as f64),
             grouped(r.false_positives),
-            format!("{:.2}%", 100.0 * r.present_found as f64 / present as f64),
+            found_percent(r.present_found, present as u64),
             format!(
                 "{}{}",
                 grouped(r.memory),
@@ -644,6 +644,16 @@ fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) 
          map forgets some by design). *: the table and the keys' heap blocks, estimated."
     );
     out
+}
+
+/// `found` of `total` as a percentage: `100%` only when every key was found; otherwise
+/// rounded down to 2 decimals, so that one key missed in a million does not print as 100.00%.
+fn found_percent(found: u64, total: u64) -> String {
+    if found == total {
+        return "100%".to_string();
+    }
+    let hundredths = (u128::from(found) * 10_000 / u128::from(total.max(1))) as u64;
+    format!("{}.{:02}%", hundredths / 100, hundredths % 100)
 }
 
 fn to_json(
@@ -729,6 +739,14 @@ mod tests {
             chunks(0..2500).collect::<Vec<_>>(),
             [0..1024, 1024..2048, 2048..2500]
         );
+    }
+
+    #[test]
+    fn a_missed_key_never_prints_as_all() {
+        assert_eq!(found_percent(5, 5), "100%");
+        assert_eq!(found_percent(999_999, 1_000_000), "99.99%");
+        assert_eq!(found_percent(18_984, 20_000), "94.92%");
+        assert_eq!(found_percent(0, 7), "0.00%");
     }
 
     #[test]

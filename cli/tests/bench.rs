@@ -157,7 +157,7 @@ fn the_table_has_a_row_per_structure_and_thread_count() {
             .zip([("word", "1"), ("exact", "1"), ("word", "2"), ("exact", "2")])
     {
         assert_eq!((row[0], row[1]), (name, threads), "{text}");
-        assert_eq!(row[7], "100.00%", "{text}");
+        assert_eq!(row[7], "100%", "{text}");
     }
     let bytes = sizing::blocked(N, 1e-4, Layout::Word).unwrap().bytes();
     let word_bytes: u64 = rows[0][8].replace(',', "").parse().unwrap();

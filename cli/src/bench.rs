@@ -549,8 +549,14 @@ pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
         None => Workload::generated(args.items),
     };
     let capacity = args.capacity.unwrap_or(work.distinct);
+    // Each structure once, in the order first named.
     let mut structures = args.structures.clone();
-    structures.dedup();
+    let mut named = Vec::new();
+    structures.retain(|&s| {
+        let first = !named.contains(&s);
+        named.push(s);
+        first
+    });
     let mut results = Vec::new();
     for &threads in &args.threads {
         for &structure in &structures {

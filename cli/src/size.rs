@@ -141,18 +141,18 @@ pub(crate) fn run(args: &Size) -> Result<(), Failure> {
 /// One row of the Bloom table: a filter's sizing, or why it has none.
 struct Row {
     name: &'static str,
-    sizing: Result<Sized, String>,
+    sizing: Result<Figures, String>,
 }
 
 /// What a row sizes: one of the filters, or the textbook reference.
-enum Sized {
+enum Figures {
     /// An `AtomicBloomFilter`, and its rate after each multiple of its capacity (from the
     /// model, [`overfull`]).
     Blocked(BlockedSizing, Vec<f64>),
     Classic(BloomSizing),
 }
 
-impl Sized {
+impl Figures {
     fn capacity(&self) -> u64 {
         match self {
             Self::Blocked(s, _) => s.capacity,
@@ -216,16 +216,16 @@ fn bloom_rows(args: &Size) -> Result<Vec<Row>, Failure> {
             Err(e) => Err(e.to_string()),
         },
     };
-    let blocked = |layout: Layout| -> Result<Sized, String> {
+    let blocked = |layout: Layout| -> Result<Figures, String> {
         let size = |keys| sizing::blocked(keys, fpr, layout).map(|s| s.bytes());
         let s = sizing::blocked(capacity(&size)?, fpr, layout).map_err(|e| e.to_string())?;
         let rates = overfull(layout, fpr, s.capacity).map_err(|e| e.to_string())?;
-        Ok(Sized::Blocked(s, rates))
+        Ok(Figures::Blocked(s, rates))
     };
-    let classic = |sizing: fn(u64, f64) -> Result<BloomSizing, Error>| -> Result<Sized, String> {
+    let classic = |sizing: fn(u64, f64) -> Result<BloomSizing, Error>| -> Result<Figures, String> {
         let size = |keys| sizing(keys, fpr).map(|s| s.bytes());
         let s = sizing(capacity(&size)?, fpr).map_err(|e| e.to_string())?;
-        Ok(Sized::Classic(s))
+        Ok(Figures::Classic(s))
     };
     let rows = vec![
         Row {
@@ -404,11 +404,10 @@ fn write_bloom(out: &mut String, args: &Size, rows: &[Row]) {
     );
 }
 
-/// `8d`, `36h`, `90m`: the largest unit that divides the duration.
+/// `8d`, `36h`, `90m`: the largest unit up to days that divides the duration.
 fn duration_text(d: Duration) -> String {
     let ms = d.as_millis();
     let units = [
-        (7 * 86_400_000, "w"),
         (86_400_000, "d"),
         (3_600_000, "h"),
         (60_000, "m"),
@@ -593,7 +592,7 @@ fn bloom_plot(args: &Size, rows: &[Row]) -> LineChart {
     for row in rows.iter().filter(|r| r.name != GUARANTEED) {
         let Ok(s) = &row.sizing else { continue };
         let capacity = s.capacity() as f64;
-        let blocked = matches!(s, Sized::Blocked(..));
+        let blocked = matches!(s, Figures::Blocked(..));
         chart.curves.push(Curve {
             name: row.name.to_string(),
             points: loads().map(|t| (t * capacity, s.fpr_after(t))).collect(),

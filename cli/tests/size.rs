@@ -149,11 +149,27 @@ fn memory_gives_the_most_keys_that_fit() {
     let keys = number(row(&text, "classic (textbook)")[1]);
     assert!(BloomSizing::optimal(keys, 0.001).unwrap().bytes() <= bytes);
     assert!(BloomSizing::optimal(keys + 1, 0.001).unwrap().bytes() > bytes);
+    // With --window, the keys per period.
+    let text = stdout_of(&[
+        "size", "--memory", "1MiB", "--fpr", "0.01", "--window", "7d", "--period", "1d",
+    ]);
+    let cell = row(&text, "keys per period")[1];
+    let keys = number(cell.split(' ').next().unwrap());
+    assert!(sizing::window(keys, 7, 0.01).unwrap().bytes() <= bytes);
+    assert!(
+        sizing::window(keys + 1, 7, 0.01).unwrap().bytes() > bytes,
+        "{keys}"
+    );
 }
 
 #[test]
 fn the_window_is_sizing_window_of_its_generations() {
-    for (window, period, generations) in [("8d", "1d", 8u32), ("36h", "12h", 3), ("1w", "1d", 7)] {
+    for (window, period, generations) in [
+        ("8d", "1d", 8u32),
+        ("36h", "12h", 3),
+        ("1w", "1d", 7),
+        ("90m", "30m", 3),
+    ] {
         let text = stdout_of(&[
             "size",
             "--capacity",

@@ -1,13 +1,16 @@
 //! `seen`: print each record of a stream the first time it is seen, in bounded memory.
 //!
-//! Work in progress (issue 14). Done: `seen dedup` with lines or NUL-terminated records; a key
-//! that is the whole record, one field or a JSON value; an exact set, a Bloom filter (sized by
-//! `--capacity` or `--memory`) or a growing Bloom filter; `--repeated`, `--count`, `--stats`,
-//! `--state`; `seen completions`. Not yet: the windowed filter, the overwrite map, threads,
-//! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
+//! Subcommands: `dedup` (the stream filter, `dedup.rs`), `size` (the sizing calculator,
+//! `size.rs`), `bench` (the harness for picking a structure, `bench.rs`), `sample` (generated
+//! input, `sample.rs`), `completions`. `plot.rs` draws their SVG charts, `table.rs` prints their
+//! tables, `units.rs` parses sizes and durations.
 
+mod bench;
 mod dedup;
+mod plot;
 mod sample;
+mod size;
+mod table;
 mod units;
 
 use std::io;
@@ -36,6 +39,22 @@ enum Command {
     /// Print generated lines, about a fifth of them repeats of earlier ones: input to try
     /// `seen dedup` on (`seen sample 1000000 | seen dedup --stats > /dev/null`).
     Sample(sample::Sample),
+    /// Print how large each structure is for given parameters, from the library's sizing.
+    ///
+    /// By default: a Bloom filter for --capacity keys at --fpr in both layouts (bytes, bits per
+    /// key, k, the expected rate at capacity), the textbook figure, and the rate past capacity.
+    /// --memory turns the question around (the most keys that fit); --window/--period add a
+    /// windowed filter, --grow a growing filter's layers; --remember sizes an overwrite map
+    /// instead. --plot draws the curves as SVG.
+    Size(size::Size),
+    /// Measure the structures on your keys (or generated ones): insert and lookup time,
+    /// measured false-positive rate, memory.
+    ///
+    /// Each structure chosen by --structures is built for --capacity keys at --fpr, the keys
+    /// are inserted split over each thread count of --threads, then looked up: the inserted
+    /// ones (a Bloom filter must find all) and as many never inserted (the fraction found is
+    /// the measured false-positive rate). A table on standard output, or --json.
+    Bench(bench::Bench),
     /// Print a completion script for SHELL on standard output, for example
     /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.
     Completions {
@@ -64,6 +83,8 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Dedup(args) => exit(dedup::run(&args)),
         Command::Sample(args) => exit(sample::run(&args)),
+        Command::Size(args) => exit(size::run(&args)),
+        Command::Bench(args) => exit(bench::run(&args)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());

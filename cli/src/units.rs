@@ -29,7 +29,6 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 
 /// A duration: a whole number and a unit (`s`, `m`, `h`, `d`, `w`; `ms` for tests), for
 /// example `8d` or `90m`.
-#[allow(dead_code)] // Used by `seen dedup --window` and `seen size` (in progress).
 pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let unit = &text[digits.len()..];

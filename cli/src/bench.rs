@@ -1,0 +1,769 @@
+//! `seen bench`: each structure on the same keys, to pick one: insert and lookup time, the
+//! measured false-positive rate, the keys it still finds, its memory.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use seen::hash::ItemHasher;
+use seen::{
+    AtomicBloomFilter, Error, GrowingBloomFilter, Layout, OverwriteMap, WindowedBloomFilter,
+};
+use serde_json::json;
+
+use crate::Failure;
+use crate::plot::{self, BarChart};
+use crate::table::{self, Table, given, grouped, human_bytes, rate};
+
+#[derive(Args)]
+#[command(after_help = "\
+Examples:
+  seen bench                                        1M generated keys, every structure, 1 thread
+  seen bench --items 10000000 --fpr 0.01 --threads 1,2
+  seen bench --input keys.txt --structures line,exact --json
+  seen bench --items 1000000 --plot bench.svg")]
+pub(crate) struct Bench {
+    /// Generated keys to insert: 16-byte hex strings, the same every run.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "input")]
+    items: u64,
+    /// Insert the keys of FILE instead, one per line (the line without its newline). Duplicate
+    /// lines are inserted again; lookups of absent keys use generated keys not in the file.
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// The keys each structure is sized for [default: the number of distinct keys inserted].
+    /// The windowed filter splits them over its generations; the overwrite map remembers a
+    /// key across this many later insertions with probability --remember-probability.
+    #[arg(long, value_name = "N")]
+    capacity: Option<u64>,
+    /// The Bloom filters' false-positive rate at capacity (the windowed filter's over its
+    /// whole window, the growing filter's however much it grows).
+    #[arg(
+        long,
+        default_value_t = 1e-4,
+        value_name = "P",
+        allow_negative_numbers = true
+    )]
+    fpr: f64,
+    /// The structures to measure, in this order: word and line (AtomicBloomFilter in each
+    /// layout), grow (GrowingBloomFilter), window (WindowedBloomFilter), overwrite
+    /// (OverwriteMap), exact (a HashSet behind a Mutex, the baseline).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "word,line,grow,window,overwrite,exact"
+    )]
+    structures: Vec<Structure>,
+    /// Thread counts to measure with, each a separate run on a new structure: the keys are
+    /// split into that many consecutive parts, one per thread.
+    #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "1",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Vec<u32>,
+    /// The windowed filter's generations: the keys are inserted in this many periods of
+    /// --capacity / G keys, the filter rotated between them, so every key is in the window.
+    #[arg(long, value_name = "G", default_value_t = 7)]
+    generations: u32,
+    /// The overwrite map's probability of remembering a key after --capacity later insertions.
+    #[arg(
+        long,
+        value_name = "Q",
+        default_value_t = 0.9,
+        allow_negative_numbers = true
+    )]
+    remember_probability: f64,
+    /// Use the batch operations (`insert_many_hashes`, `contains_many_hashes`, 1,024 keys at a
+    /// time) where a structure has them: inserts of word, line and overwrite, lookups of these
+    /// and of window.
+    #[arg(long)]
+    batch: bool,
+    /// Print the results as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw a bar chart of ns per operation for each structure and thread count to FILE
+    /// (SVG).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+/// A structure `seen bench` can measure.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Structure {
+    Word,
+    Line,
+    Grow,
+    Window,
+    Overwrite,
+    Exact,
+}
+
+impl Structure {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Word => "word",
+            Self::Line => "line",
+            Self::Grow => "grow",
+            Self::Window => "window",
+            Self::Overwrite => "overwrite",
+            Self::Exact => "exact",
+        }
+    }
+
+    /// Whether it is a Bloom filter: it must find every key inserted.
+    fn finds_every_key(self) -> bool {
+        !matches!(self, Self::Overwrite)
+    }
+}
+
+/// Keys back to back in one buffer, and where each ends.
+#[derive(Default)]
+struct Keys {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Keys {
+    fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+}
+
+/// The keys of a run: those inserted (and looked up as present), and as many never inserted.
+struct Workload {
+    source: String,
+    present: Keys,
+    distinct: u64,
+    absent: Keys,
+}
+
+/// SplitMix64: a bijection of `u64`, so distinct inputs give distinct keys.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Generated key `i`: 16 hex digits.
+fn generated(i: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    let _ = std::io::Write::write_fmt(&mut &mut key[..], format_args!("{:016x}", mix(i)));
+    key
+}
+
+impl Workload {
+    /// Keys `0..n` inserted, `n..2n` absent.
+    fn generated(n: u64) -> Self {
+        let mut present = Keys::default();
+        let mut absent = Keys::default();
+        for i in 0..n {
+            present.push(&generated(i));
+            absent.push(&generated(n + i));
+        }
+        Self {
+            source: format!("{} generated keys", grouped(n)),
+            present,
+            distinct: n,
+            absent,
+        }
+    }
+
+    /// The lines of `path`, and as many generated keys that are not among them.
+    fn from_file(path: &std::path::Path) -> Result<Self, Failure> {
+        let name = path.display();
+        let text = std::fs::read(path).map_err(|e| Failure(format!("cannot read {name}: {e}")))?;
+        let text = text.strip_suffix(b"\n").unwrap_or(&text);
+        if text.is_empty() {
+            return Err(Failure(format!("{name} holds no keys")));
+        }
+        let mut present = Keys::default();
+        let mut distinct = HashSet::new();
+        for line in text.split(|&b| b == b'\n') {
+            present.push(line);
+            distinct.insert(line);
+        }
+        let mut absent = Keys::default();
+        let mut i = 0u64;
+        while absent.len() < distinct.len() {
+            let key = generated(u64::MAX - i);
+            if !distinct.contains(&key[..]) {
+                absent.push(&key);
+            }
+            i += 1;
+        }
+        Ok(Self {
+            source: format!(
+                "{} keys of {name} ({} distinct)",
+                grouped(present.len() as u64),
+                grouped(distinct.len() as u64)
+            ),
+            distinct: distinct.len() as u64,
+            present,
+            absent,
+        })
+    }
+}
+
+/// A structure built for the run.
+enum Built {
+    Bloom(AtomicBloomFilter),
+    Grow(GrowingBloomFilter),
+    // Boxed: its padded counters make it several times larger than the others.
+    Window(Box<WindowedBloomFilter>),
+    Overwrite(OverwriteMap),
+    Exact(Mutex<HashSet<Box<[u8]>>>),
+}
+
+/// Keys per batch with --batch.
+const BATCH: usize = 1024;
+
+impl Built {
+    fn new(structure: Structure, args: &Bench, capacity: u64) -> Result<Self, Error> {
+        let bloom = |layout| {
+            AtomicBloomFilter::builder(capacity)
+                .fpr(args.fpr)
+                .layout(layout)
+                .build()
+        };
+        Ok(match structure {
+            Structure::Word => Self::Bloom(bloom(Layout::Word)?),
+            Structure::Line => Self::Bloom(bloom(Layout::Line)?),
+            Structure::Grow => Self::Grow(GrowingBloomFilter::with_capacity(capacity, args.fpr)?),
+            Structure::Window => Self::Window(Box::new(
+                WindowedBloomFilter::builder(per_period(capacity, args.generations))
+                    .fpr(args.fpr)
+                    .generations(args.generations)
+                    .rotate_manually()
+                    .build()?,
+            )),
+            Structure::Overwrite => Self::Overwrite(OverwriteMap::for_window(
+                capacity,
+                args.remember_probability,
+            )?),
+            Structure::Exact => Self::Exact(Mutex::new(HashSet::new())),
+        })
+    }
+
+    /// Inserts the keys of `range`; how many were new.
+    fn insert(&self, keys: &Keys, range: Range<usize>, batch: bool) -> Result<u64, Error> {
+        let mut out = Vec::with_capacity(BATCH);
+        let mut new = 0u64;
+        match self {
+            Self::Bloom(f) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| f.hasher().hash_bytes(keys.get(i)));
+                    new += f.insert_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            Self::Overwrite(m) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| m.hasher().hash_bytes(keys.get(i)));
+                    new += m.insert_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            _ => {
+                for i in range {
+                    new += u64::from(self.insert_one(keys.get(i))?);
+                }
+            }
+        }
+        Ok(new)
+    }
+
+    /// Inserts one key (hashed with `hash_bytes`, as `seen dedup` does); whether it was new.
+    fn insert_one(&self, key: &[u8]) -> Result<bool, Error> {
+        Ok(match self {
+            Self::Bloom(f) => f.insert_hash(f.hasher().hash_bytes(key)),
+            Self::Grow(f) => f.insert_hash(f.hasher().hash_bytes(key))?,
+            Self::Window(f) => f.insert_hash(f.hasher().hash_bytes(key)),
+            Self::Overwrite(m) => m.insert_hash(m.hasher().hash_bytes(key)),
+            Self::Exact(set) => {
+                let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+                // Looked up first, so that a duplicate allocates nothing.
+                !set.contains(key) && set.insert(key.into())
+            }
+        })
+    }
+
+    /// How many keys of `range` the structure reports present.
+    fn found(&self, keys: &Keys, range: Range<usize>, batch: bool) -> u64 {
+        let mut out = Vec::with_capacity(BATCH);
+        let mut found = 0u64;
+        match self {
+            Self::Bloom(f) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| f.hasher().hash_bytes(keys.get(i)));
+                    found += f.contains_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            Self::Window(f) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| f.hasher().hash_bytes(keys.get(i)));
+                    found += f.contains_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            Self::Overwrite(m) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| m.hasher().hash_bytes(keys.get(i)));
+                    found += m.contains_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            _ => {
+                for i in range {
+                    found += u64::from(self.contains_one(keys.get(i)));
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether the structure reports `key` present.
+    fn contains_one(&self, key: &[u8]) -> bool {
+        match self {
+            Self::Bloom(f) => f.contains_hash(f.hasher().hash_bytes(key)),
+            Self::Grow(f) => f.contains_hash(f.hasher().hash_bytes(key)),
+            Self::Window(f) => f.contains_hash(f.hasher().hash_bytes(key)),
+            Self::Overwrite(m) => m.contains_hash(m.hasher().hash_bytes(key)),
+            Self::Exact(set) => set.lock().unwrap_or_else(|e| e.into_inner()).contains(key),
+        }
+    }
+
+    /// The bytes it takes, and whether that is an estimate.
+    fn memory(&self) -> (u64, bool) {
+        match self {
+            Self::Bloom(f) => (f.memory_bytes(), false),
+            Self::Grow(f) => (f.memory_bytes(), false),
+            Self::Window(f) => (f.memory_bytes(), false),
+            Self::Overwrite(m) => (m.memory_bytes(), false),
+            Self::Exact(set) => (
+                hash_set_bytes(&set.lock().unwrap_or_else(|e| e.into_inner())),
+                true,
+            ),
+        }
+    }
+
+    /// What was built, in a few words.
+    fn describe(&self) -> String {
+        match self {
+            Self::Bloom(f) => format!(
+                "AtomicBloomFilter, {} layout, k = {}",
+                if f.layout() == Layout::Line {
+                    "line"
+                } else {
+                    "word"
+                },
+                f.hashes()
+            ),
+            Self::Grow(f) => format!(
+                "GrowingBloomFilter, {} layer{} after the inserts",
+                f.layers(),
+                if f.layers() == 1 { "" } else { "s" }
+            ),
+            Self::Window(f) => format!(
+                "WindowedBloomFilter, {} generations of {} keys, rotated between them",
+                f.generations(),
+                grouped(f.capacity())
+            ),
+            Self::Overwrite(m) => format!("OverwriteMap of {} buckets", grouped(m.buckets())),
+            Self::Exact(_) => "Mutex<HashSet<Box<[u8]>>>; memory estimated".to_string(),
+        }
+    }
+}
+
+/// The keys per generation of a window of `generations` holding `capacity` keys.
+fn per_period(capacity: u64, generations: u32) -> u64 {
+    capacity.div_ceil(u64::from(generations.max(1)))
+}
+
+/// `range` in consecutive pieces of [`BATCH`].
+fn chunks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    range
+        .clone()
+        .step_by(BATCH)
+        .map(move |start| start..(start + BATCH).min(range.end))
+}
+
+/// An estimate of the heap the exact set takes: its table (hashbrown: a power-of-two number of
+/// buckets, at most 7/8 full, each a 16-byte `Box<[u8]>` and a control byte, plus 16 control
+/// bytes) and each key's allocation as glibc's malloc rounds it (the length plus 8 bytes of
+/// header, up to a multiple of 16, at least 32). The allocator's own free lists and the keys'
+/// fragmentation are not counted.
+fn hash_set_bytes(set: &HashSet<Box<[u8]>>) -> u64 {
+    let capacity = set.capacity() as u64;
+    let buckets = match capacity {
+        0 => 0,
+        1..8 => (capacity + 1).next_power_of_two(),
+        _ => (capacity * 8 / 7).next_power_of_two(),
+    };
+    let slot = std::mem::size_of::<Box<[u8]>>() as u64 + 1;
+    let table = if buckets == 0 { 0 } else { buckets * slot + 16 };
+    let keys: u64 = set
+        .iter()
+        .filter(|k| !k.is_empty())
+        .map(|k| ((k.len() as u64 + 8).div_ceil(16) * 16).max(32))
+        .sum();
+    table + keys
+}
+
+/// `range` split into `parts` consecutive pieces of nearly equal length.
+fn split(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
+    let (len, parts) = (range.len(), parts.max(1));
+    (0..parts)
+        .map(|p| range.start + len * p / parts..range.start + len * (p + 1) / parts)
+        .collect()
+}
+
+/// Runs `work` on `range` split over `threads` scoped threads; the wall-clock time and the sum
+/// of what the threads returned.
+fn on_threads(
+    range: Range<usize>,
+    threads: usize,
+    work: impl Fn(Range<usize>) -> Result<u64, Error> + Sync,
+) -> Result<(Duration, u64), Error> {
+    let started = Instant::now();
+    let results: Vec<Result<u64, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = split(range, threads)
+            .into_iter()
+            .map(|part| s.spawn(|| work(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let elapsed = started.elapsed();
+    let mut total = 0;
+    for result in results {
+        total += result?;
+    }
+    Ok((elapsed, total))
+}
+
+/// One structure measured with one thread count.
+struct Measured {
+    structure: Structure,
+    description: String,
+    threads: u32,
+    insert: Duration,
+    absent: Duration,
+    present: Duration,
+    false_positives: u64,
+    present_found: u64,
+    memory: u64,
+    estimated: bool,
+}
+
+fn ns_per_op(elapsed: Duration, ops: usize) -> f64 {
+    elapsed.as_nanos() as f64 / ops.max(1) as f64
+}
+
+fn measure(
+    structure: Structure,
+    args: &Bench,
+    capacity: u64,
+    threads: u32,
+    work: &Workload,
+) -> Result<Measured, Failure> {
+    let name = structure.name();
+    let built = Built::new(structure, args, capacity).map_err(|e| {
+        // A rate one structure cannot reach, others may: say how to measure them.
+        let hint = match e {
+            Error::FprBelowLayoutLimit { .. } => " (leave it out with --structures)",
+            _ => "",
+        };
+        Failure(format!(
+            "cannot build {name} for --capacity {capacity} --fpr {}: {e}{hint}",
+            given(args.fpr)
+        ))
+    })?;
+    let t = threads as usize;
+    let keys = &work.present;
+    let insert = |range| built.insert(keys, range, args.batch);
+    let failed = |e: Error| Failure(format!("{name}: an insert failed: {e}"));
+    let insert_time = match &built {
+        // The window's periods one after the other, each split over the threads, and a
+        // rotation between them: every key stays in the window.
+        Built::Window(f) => {
+            let mut total = Duration::ZERO;
+            let periods = split(0..keys.len(), args.generations as usize);
+            let last = periods.len() - 1;
+            for (p, period) in periods.into_iter().enumerate() {
+                let started = Instant::now();
+                on_threads(period, t, insert).map_err(failed)?;
+                if p < last {
+                    f.rotate();
+                }
+                total += started.elapsed();
+            }
+            total
+        }
+        _ => on_threads(0..keys.len(), t, insert).map_err(failed)?.0,
+    };
+    let absent_keys = &work.absent;
+    let (absent_time, false_positives) = on_threads(0..absent_keys.len(), t, |range| {
+        Ok(built.found(absent_keys, range, args.batch))
+    })
+    .map_err(failed)?;
+    let (present_time, present_found) = on_threads(0..keys.len(), t, |range| {
+        Ok(built.found(keys, range, args.batch))
+    })
+    .map_err(failed)?;
+    let (memory, estimated) = built.memory();
+    Ok(Measured {
+        structure,
+        description: built.describe(),
+        threads,
+        insert: insert_time,
+        absent: absent_time,
+        present: present_time,
+        false_positives,
+        present_found,
+        memory,
+        estimated,
+    })
+}
+
+pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
+    let work = match &args.input {
+        Some(path) => Workload::from_file(path)?,
+        None => Workload::generated(args.items),
+    };
+    let capacity = args.capacity.unwrap_or(work.distinct);
+    // Each structure once, in the order first named.
+    let mut structures = args.structures.clone();
+    let mut named = Vec::new();
+    structures.retain(|&s| {
+        let first = !named.contains(&s);
+        named.push(s);
+        first
+    });
+    let mut results = Vec::new();
+    for &threads in &args.threads {
+        for &structure in &structures {
+            results.push(measure(structure, args, capacity, threads, &work)?);
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot::save(path, &chart(&results, &work, capacity, args).to_svg())?;
+    }
+    if args.json {
+        table::print(&format!("{}\n", to_json(&results, &work, capacity, args)))?;
+    } else {
+        table::print(&to_table(&results, &work, capacity, args))?;
+    }
+    // A Bloom filter that misses a key it holds is broken: say so, and fail.
+    let missed: Vec<String> = results
+        .iter()
+        .filter(|r| r.structure.finds_every_key() && r.present_found < work.present.len() as u64)
+        .map(|r| {
+            format!(
+                "{} with {} threads missed {} inserted keys",
+                r.structure.name(),
+                r.threads,
+                work.present.len() as u64 - r.present_found
+            )
+        })
+        .collect();
+    if !missed.is_empty() {
+        return Err(Failure(format!(
+            "false negatives, a bug in the library: {}",
+            missed.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} inserted, {} absent looked up; capacity {}, fpr {}{}\n",
+        work.source,
+        grouped(work.absent.len() as u64),
+        grouped(capacity),
+        given(args.fpr),
+        if args.batch { ", batches of 1,024" } else { "" }
+    );
+    let mut table = Table::new(&[
+        "structure",
+        "threads",
+        "insert ns/op",
+        "absent ns/op",
+        "present ns/op",
+        "measured fpr",
+        "false pos.",
+        "present found",
+        "bytes",
+        "memory",
+    ]);
+    for r in results {
+        let present = work.present.len();
+        table.row(vec![
+            r.structure.name().to_string(),
+            r.threads.to_string(),
+            format!("{:.1}", ns_per_op(r.insert, present)),
+            format!("{:.1}", ns_per_op(r.absent, work.absent.len())),
+            format!("{:.1}", ns_per_op(r.present, present)),
+            rate(r.false_positives as f64 / work.absent.len() as f64),
+            grouped(r.false_positives),
+            found_percent(r.present_found, present as u64),
+            format!(
+                "{}{}",
+                grouped(r.memory),
+                if r.estimated { "*" } else { "" }
+            ),
+            human_bytes(r.memory),
+        ]);
+    }
+    let _ = write!(out, "{table}");
+    out.push('\n');
+    let mut described = HashSet::new();
+    for r in results {
+        if described.insert(r.structure.name()) {
+            let _ = writeln!(out, "{:<10}{}", r.structure.name(), r.description);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nns/op: wall-clock time over all threads / keys. measured fpr: the absent keys found. \
+         present found: the inserted keys found\n(every one for a Bloom filter; the overwrite \
+         map forgets some by design). *: the table and the keys' heap blocks, estimated."
+    );
+    out
+}
+
+/// `found` of `total` as a percentage: `100%` only when every key was found; otherwise
+/// rounded down to 2 decimals, so that one key missed in a million does not print as 100.00%.
+fn found_percent(found: u64, total: u64) -> String {
+    if found == total {
+        return "100%".to_string();
+    }
+    let hundredths = (u128::from(found) * 10_000 / u128::from(total.max(1))) as u64;
+    format!("{}.{:02}%", hundredths / 100, hundredths % 100)
+}
+
+fn to_json(
+    results: &[Measured],
+    work: &Workload,
+    capacity: u64,
+    args: &Bench,
+) -> serde_json::Value {
+    let present = work.present.len();
+    let absent = work.absent.len();
+    json!({
+        "keys": {
+            "source": match &args.input { Some(_) => "file", None => "generated" },
+            "file": args.input.as_ref().map(|p| p.display().to_string()),
+            "inserted": present,
+            "distinct": work.distinct,
+            "absent": absent,
+        },
+        "capacity": capacity,
+        "fpr": args.fpr,
+        "batch": args.batch,
+        "results": results.iter().map(|r| json!({
+            "structure": r.structure.name(),
+            "description": r.description,
+            "threads": r.threads,
+            "insert_ns_per_op": ns_per_op(r.insert, present),
+            "absent_ns_per_op": ns_per_op(r.absent, absent),
+            "present_ns_per_op": ns_per_op(r.present, present),
+            "false_positives": r.false_positives,
+            "measured_fpr": r.false_positives as f64 / absent as f64,
+            "present_found": r.present_found,
+            "present_found_fraction": r.present_found as f64 / present as f64,
+            "memory_bytes": r.memory,
+            "memory_estimated": r.estimated,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn chart(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) -> BarChart {
+    let (present, absent) = (work.present.len(), work.absent.len());
+    let series = |name: &str, time: fn(&Measured) -> Duration, ops: usize| {
+        (
+            name.to_string(),
+            results.iter().map(|r| ns_per_op(time(r), ops)).collect(),
+        )
+    };
+    BarChart {
+        title: format!(
+            "ns per operation, lower is better\n{}, capacity {}, fpr {}",
+            work.source,
+            grouped(capacity),
+            given(args.fpr)
+        ),
+        y_label: "ns per operation (wall-clock / keys)".to_string(),
+        groups: results
+            .iter()
+            .map(|r| format!("{} ×{}", r.structure.name(), r.threads))
+            .collect(),
+        series: vec![
+            series("insert", |r| r.insert, present),
+            series("lookup, absent", |r| r.absent, absent),
+            series("lookup, present", |r| r.present, present),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_distinct_and_split_covers_the_range() {
+        let w = Workload::generated(1000);
+        let all: HashSet<&[u8]> = (0..1000)
+            .map(|i| w.present.get(i))
+            .chain((0..1000).map(|i| w.absent.get(i)))
+            .collect();
+        assert_eq!(all.len(), 2000);
+        assert_eq!(w.present.get(0).len(), 16);
+        let parts = split(3..10, 3);
+        assert_eq!(parts, [3..5, 5..7, 7..10]);
+        assert_eq!(
+            chunks(0..2500).collect::<Vec<_>>(),
+            [0..1024, 1024..2048, 2048..2500]
+        );
+    }
+
+    #[test]
+    fn a_missed_key_never_prints_as_all() {
+        assert_eq!(found_percent(5, 5), "100%");
+        assert_eq!(found_percent(999_999, 1_000_000), "99.99%");
+        assert_eq!(found_percent(18_984, 20_000), "94.92%");
+        assert_eq!(found_percent(0, 7), "0.00%");
+    }
+
+    #[test]
+    fn the_set_estimate_counts_table_and_keys() {
+        let mut set: HashSet<Box<[u8]>> = HashSet::new();
+        assert_eq!(hash_set_bytes(&set), 0);
+        for i in 0..100u32 {
+            set.insert(format!("{i:016}").into_bytes().into());
+        }
+        // 100 keys: 128 buckets of 17 bytes and 16 control bytes; 16-byte keys take 32.
+        assert_eq!(set.capacity(), 112);
+        assert_eq!(hash_set_bytes(&set), 128 * 17 + 16 + 100 * 32);
+    }
+}

@@ -1,0 +1,325 @@
+//! `seen bench` run as a subprocess on small workloads (20,000 keys: fast in a debug build):
+//! the JSON against the library's sizing and the false-positive bounds, the table, keys from a
+//! file, the batch path against the one-by-one path, the bar chart, and every bad input.
+
+use std::process::{Command, Output};
+
+use seen::Layout;
+use seen::sizing;
+use serde_json::Value;
+
+mod svg;
+
+fn seen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let mut all = vec!["bench", "--json"];
+    all.extend_from_slice(args);
+    let out = seen(&all);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The results for `structure`, one per thread count.
+fn results<'a>(json: &'a Value, structure: &str) -> Vec<&'a Value> {
+    json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["structure"] == structure)
+        .collect()
+}
+
+fn tempdir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "seen-bench-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const N: u64 = 20_000;
+
+#[test]
+fn json_reports_every_structure_with_its_memory_and_sane_rates() {
+    let json = json_of(&["--items", "20000", "--fpr", "0.01", "--threads", "1,2"]);
+    assert_eq!(json["keys"]["inserted"], N);
+    assert_eq!(json["keys"]["absent"], N);
+    assert_eq!(json["capacity"], N);
+    assert_eq!(json["results"].as_array().unwrap().len(), 12);
+    let word = sizing::blocked(N, 0.01, Layout::Word).unwrap();
+    let line = sizing::blocked(N, 0.01, Layout::Line).unwrap();
+    let window = sizing::window(N.div_ceil(7), 7, 0.01).unwrap();
+    let buckets = sizing::overwrite_buckets(N, 0.9).unwrap();
+    for (structure, bytes) in [
+        ("word", Some(word.bytes())),
+        ("line", Some(line.bytes())),
+        ("window", Some(window.bytes())),
+        ("overwrite", Some(buckets * 8)),
+        ("grow", None),
+        ("exact", None),
+    ] {
+        let rs = results(&json, structure);
+        assert_eq!(rs.len(), 2, "{structure}");
+        for r in rs {
+            for time in ["insert_ns_per_op", "absent_ns_per_op", "present_ns_per_op"] {
+                let t = r[time].as_f64().unwrap();
+                assert!(t > 0.0 && t.is_finite(), "{structure} {time}: {t}");
+            }
+            if let Some(bytes) = bytes {
+                assert_eq!(r["memory_bytes"], bytes, "{structure}");
+                assert_eq!(r["memory_estimated"], false);
+            }
+            let fpr = r["measured_fpr"].as_f64().unwrap();
+            let false_positives = r["false_positives"].as_u64().unwrap();
+            assert_eq!(fpr, false_positives as f64 / N as f64);
+            match structure {
+                "exact" => {
+                    assert_eq!(false_positives, 0);
+                    assert_eq!(r["present_found"], N);
+                    assert_eq!(r["memory_estimated"], true);
+                    // At least the keys' 16 bytes and a pointer each.
+                    assert!(r["memory_bytes"].as_u64().unwrap() > N * 32);
+                }
+                // A wrong "seen" takes a 64-bit fingerprint collision: none in 20,000.
+                "overwrite" => {
+                    assert_eq!(false_positives, 0);
+                    // Key i survives N - 1 - i later insertions, each with probability
+                    // 1 - 1/buckets: on average about (1 - 0.9) / ln(1 / 0.9) = 0.949 of the
+                    // keys are remembered. Each key's survival is a coin of its own; the count
+                    // varies by about 31 keys (0.16%): 0.94 to 0.96 is 6 of those either side.
+                    let found = r["present_found_fraction"].as_f64().unwrap();
+                    assert!(
+                        (0.94..0.96).contains(&found),
+                        "overwrite remembered {found}"
+                    );
+                }
+                // Bloom filters: every key, and a rate at or under the target up to the
+                // sample's noise. The expected count of false positives at capacity is at
+                // most 0.97 · 0.01 · 20,000 = 194, its standard deviation about 14: 270 is
+                // more than 5 of them above (the keys are fixed, so the run is deterministic
+                // anyway). The growing filter grew at its capacity, so its rate is its first
+                // layer's 0.002 (40 expected).
+                _ => {
+                    assert_eq!(r["present_found"], N, "{structure}: a false negative");
+                    assert!(false_positives <= 270, "{structure}: {false_positives}");
+                    // A filter that answers "absent" to everything would pass the bound above.
+                    let floor = if structure == "grow" { 10 } else { 120 };
+                    assert!(false_positives >= floor, "{structure}: {false_positives}");
+                }
+            }
+        }
+    }
+    // Two threads insert the same keys: the same final filter, so the same answers.
+    for structure in ["word", "line", "window", "exact"] {
+        let rs = results(&json, structure);
+        assert_eq!(
+            rs[0]["false_positives"], rs[1]["false_positives"],
+            "{structure}"
+        );
+    }
+}
+
+#[test]
+fn the_table_has_a_row_per_structure_and_thread_count() {
+    let out = seen(&[
+        "bench",
+        "--items",
+        "20000",
+        "--structures",
+        "word,exact",
+        "--threads",
+        "1,2",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.len() == 11 && ["word", "exact"].contains(&cells[0]))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (row, (name, threads)) in
+        rows.iter()
+            .zip([("word", "1"), ("exact", "1"), ("word", "2"), ("exact", "2")])
+    {
+        assert_eq!((row[0], row[1]), (name, threads), "{text}");
+        assert_eq!(row[7], "100%", "{text}");
+    }
+    let bytes = sizing::blocked(N, 1e-4, Layout::Word).unwrap().bytes();
+    let word_bytes: u64 = rows[0][8].replace(',', "").parse().unwrap();
+    assert_eq!(word_bytes, bytes);
+    assert!(rows[1][8].ends_with('*'), "the estimate is marked");
+}
+
+#[test]
+fn keys_from_a_file_duplicates_included() {
+    let dir = tempdir();
+    let path = dir.join("keys.txt");
+    // 5,000 lines, 4,000 distinct.
+    let text: String = (0..5000).map(|i| format!("user-{}\n", i % 4000)).collect();
+    std::fs::write(&path, text).unwrap();
+    let json = json_of(&[
+        "--input",
+        path.to_str().unwrap(),
+        "--structures",
+        "exact,line",
+        "--fpr",
+        "0.01",
+    ]);
+    assert_eq!(json["keys"]["source"], "file");
+    assert_eq!(json["keys"]["inserted"], 5000);
+    assert_eq!(json["keys"]["distinct"], 4000);
+    assert_eq!(json["keys"]["absent"], 4000);
+    assert_eq!(json["capacity"], 4000);
+    let exact = results(&json, "exact")[0];
+    assert_eq!(exact["present_found"], 5000);
+    // The absent keys are really absent: the exact set finds none.
+    assert_eq!(exact["false_positives"], 0);
+    let line = results(&json, "line")[0];
+    assert_eq!(line["present_found"], 5000);
+    assert_eq!(
+        line["memory_bytes"],
+        sizing::blocked(4000, 0.01, Layout::Line).unwrap().bytes()
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_batch_path_answers_as_one_by_one() {
+    let args = [
+        "--items",
+        "20000",
+        "--fpr",
+        "0.01",
+        "--structures",
+        "word,line,window,overwrite",
+    ];
+    let single = json_of(&args);
+    let mut batched = args.to_vec();
+    batched.push("--batch");
+    let batched = json_of(&batched);
+    assert_eq!(batched["batch"], true);
+    for structure in ["word", "line", "window", "overwrite"] {
+        let (a, b) = (
+            results(&single, structure)[0],
+            results(&batched, structure)[0],
+        );
+        assert_eq!(a["false_positives"], b["false_positives"], "{structure}");
+        assert_eq!(a["present_found"], b["present_found"], "{structure}");
+    }
+}
+
+#[test]
+fn the_plot_has_a_bar_per_structure_and_operation() {
+    let dir = tempdir();
+    let path = dir.join("bench.svg");
+    let out = seen(&[
+        "bench",
+        "--items",
+        "20000",
+        "--structures",
+        "word,line,exact",
+        "--threads",
+        "1,2",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    svg::check_well_formed(&text);
+    // 3 structures × 2 thread counts, 3 operations each.
+    let bars: Vec<&str> = text.split(r#"<rect class="bar""#).skip(1).collect();
+    assert_eq!(bars.len(), 18, "{text}");
+    for bar in &bars {
+        let height = bar.split(r#"height=""#).nth(1).unwrap();
+        let height: f64 = height[..height.find('"').unwrap()].parse().unwrap();
+        assert!(height > 0.0, "{bar}");
+    }
+    for group in ["word ×1", "line ×2", "exact ×2"] {
+        assert!(text.contains(group), "{group}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line_of_error_and_status_2() {
+    let dir = tempdir();
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let empty = empty.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--input", "/nonexistent-dir/keys.txt"],
+            "/nonexistent-dir/keys.txt",
+        ),
+        (&["--input", empty], empty),
+        (&["--fpr", "1e-5"], "leave it out with --structures"),
+        (&["--fpr", "1"], "strictly between 0 and 1, got 1"),
+        (&["--fpr", "-1"], "strictly between 0 and 1, got -1"),
+        (&["--capacity", "0"], "capacity must be at least 1"),
+        (
+            &[
+                "--items",
+                "20000",
+                "--capacity",
+                "100",
+                "--structures",
+                "grow",
+            ],
+            "grow: an insert failed",
+        ),
+        (
+            &["--structures", "window", "--generations", "64"],
+            "between 1 and 63",
+        ),
+        (
+            &["--structures", "overwrite", "--remember-probability", "1"],
+            "strictly between 0 and 1",
+        ),
+        (
+            &["--items", "1000", "--plot", "/nonexistent-dir/b.svg"],
+            "/nonexistent-dir/b.svg",
+        ),
+    ];
+    for (args, why) in cases {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        let out = seen(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("seen: ") && stderr.contains(why),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // Usage errors are clap's (status 2 too).
+    for args in [
+        &["bench", "--threads", "0"][..],
+        &["bench", "--structures", "word,bogus"],
+        &["bench", "--items", "0"],
+        &["bench", "--items", "5", "--input", empty],
+    ] {
+        assert_eq!(seen(args).status.code(), Some(2), "{args:?}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

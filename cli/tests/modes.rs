@@ -314,3 +314,16 @@ fn sample_prints_the_duplicates_asked_for() {
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
 }
+
+/// `--grow` at the default rate keeps growing far past its capacity (the word layout's rate
+/// limit would end the schedule at about 63 times it).
+#[test]
+fn grow_goes_a_thousand_times_past_its_capacity() {
+    let input = seen(&["sample", "120000", "--duplicates", "0"], b"").stdout;
+    let out = seen(&["dedup", "--grow", "--capacity", "100", "--stats"], &input);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // 1,200 times the capacity: 11 layers; a false positive is possible, at most 1e-4 each.
+    assert!(out.stdout.len() >= input.len() * 999 / 1000, "{err}");
+    assert!(err.contains("11 layers"), "{err}");
+}

@@ -70,7 +70,7 @@ Examples:
   seen dedup -f 2 -d , events.csv              # the key is the second comma-separated field
   seen dedup --json-key user.id --exact events.jsonl
   seen dedup --state daily.seen --capacity 100000000 today.log   # remembers earlier days
-  seen dedup --window 8d --period 1d --json-key id --time-field ts events.jsonl
+  seen dedup --window 7d --period 1d --json-key id --time-field ts events.jsonl
   tail -f app.log | seen dedup --remember 1000000   # never drops a new line
 
 Exit status: 0 on success, 2 on an error (one line on standard error, naming the file and the

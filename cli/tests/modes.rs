@@ -97,7 +97,16 @@ fn a_window_forgets_keys_after_it() {
             .collect()
     };
     for threads in ["1", "2"] {
-        let window = ["--window", "8d", "--period", "1d", "--threads", threads];
+        let window = [
+            "--window",
+            "8d",
+            "--period",
+            "1d",
+            "--threads",
+            threads,
+            "--capacity",
+            "1000",
+        ];
         let mut args = vec!["dedup", "-f", "1", "--time-field", "2"];
         args.extend_from_slice(&window);
         let out = seen(&args, &tsv);
@@ -125,7 +134,15 @@ fn a_window_forgets_keys_after_it() {
     }
     // The wall clock: within one run, a window of a week forgets nothing.
     let out = seen(
-        &["dedup", "--window", "7d", "--period", "1d"],
+        &[
+            "dedup",
+            "--window",
+            "7d",
+            "--period",
+            "1d",
+            "--capacity",
+            "1000",
+        ],
         b"a\nb\na\nb\nc\n",
     );
     assert_eq!(out.stdout, b"a\nb\nc\n");
@@ -225,7 +242,7 @@ fn bad_times_and_windows_are_one_line_errors() {
     ] {
         for threads in ["1", "2"] {
             let mut args = args.to_vec();
-            args.extend(["--threads", threads]);
+            args.extend(["--threads", threads, "--capacity", "1000"]);
             let out = seen(&args, input);
             assert_eq!(out.status.code(), Some(2), "{args:?}");
             let err = String::from_utf8(out.stderr).unwrap();

@@ -3,24 +3,26 @@
 //! # How a run is organized
 //!
 //! The input is read in chunks of whole records ([`Reader`]). A chunk is *prepared* (split into
-//! records, each record's key extracted and hashed, and, for the filters that only ever gain
-//! items, looked up) by any of `--threads` workers, in any order. The *sequencer* then takes
-//! the chunks strictly in input order, inserts the keys the lookup did not already find, and
-//! writes the records its decisions keep.
+//! records, each record's key extracted and hashed) by any of `--threads` workers. Then each
+//! *shard* ([`Shard`], one per thread) decides its records of the chunk: every key belongs to
+//! one shard (by its hash), and a shard decides its chunks strictly in input order, under its
+//! mutex ([`decide_in_shards`]). So all the records of one key are decided in input order, by
+//! one thread at a time: the first is new, the others are duplicates, and no key is printed
+//! twice, whatever the threads do. The main thread writes the decided chunks in input order
+//! ([`Sequencer`]).
 //!
-//! So the output is exactly what one thread reading record after record would print, whatever
-//! the number of threads: a key found by a worker's lookup of chunk `i` was inserted by the
-//! sequencer from a chunk before `i` (the sequencer has not seen chunk `i` yet), so that record
-//! is a duplicate (or a false positive that the in-order insert would have had too: the bits
-//! then set are a subset of the bits set by the records before it). Only the Bloom and
-//! growing filters are looked up ahead: the windowed filter forgets and the overwrite map
-//! overwrites, so an early "present" could be stale.
+//! The exact set (a hash set per shard) therefore prints the same bytes for every thread
+//! count, as awk does. A Bloom filter's answer for one key also depends on the bits other keys
+//! set, which other shards write concurrently: which rare new records are dropped as false
+//! positives may change from run to run (never more than the filter's rate). Records with
+//! their own times (`--time-field`) go through one shard, so the window's clock follows the
+//! records in order.
 //!
-//! The sequencer's state (filter, output, counters) is behind a mutex that it holds while it
-//! handles a chunk. On SIGINT or SIGTERM a handler takes that mutex between two chunks, flushes
-//! the output, saves `--state` and exits: the state then holds exactly the keys of the records
-//! written, so a later run neither repeats nor loses a record. Chunks read but not yet decided
-//! are dropped, neither written nor remembered.
+//! The writer's state (output, counters, the structure to save) is behind a mutex. On SIGINT
+//! or SIGTERM the run stops reading, writes every chunk already read (all of them decided),
+//! saves `--state` and exits with status 130: the state then holds exactly the keys of the
+//! records written, so a later run neither repeats nor loses a record. In a one-thread run,
+//! where nothing is in flight, the signal's thread does it between two chunks.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -141,9 +143,11 @@ pub(crate) struct Dedup {
     /// the days before. A failed run (exit status 2) leaves FILE as it was.
     #[arg(long, value_name = "FILE", conflicts_with = "exact")]
     state: Option<PathBuf>,
-    /// Threads that split, hash and look up records (default: one per core). With 2 or more,
-    /// one more thread reads and the main thread writes, in input order; the output is the
-    /// same for every count.
+    /// Threads that split, hash and decide records (default: one per core). With 2 or more,
+    /// one more thread reads and the main thread writes, in input order. Every key is decided
+    /// by one thread in input order, so the output is in input order and no key is printed
+    /// twice; with --exact it is the same for every count (a filter's rare false positives
+    /// may differ).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: Option<u64>,
 }

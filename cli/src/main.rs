@@ -2,9 +2,10 @@
 //!
 //! Work in progress (issue 14). Done: `seen dedup` with lines or NUL-terminated records; a key
 //! that is the whole record, one field or a JSON value; an exact set, a Bloom filter (sized by
-//! `--capacity` or `--memory`) or a growing Bloom filter; `--repeated`, `--count`, `--stats`,
-//! `--state`; `seen completions`. Not yet: the windowed filter, the overwrite map, threads,
-//! the progress bar, saving on SIGINT, `seen size`, `seen bench`.
+//! `--capacity` or `--memory`), a growing Bloom filter, a windowed filter (`--window`, wall
+//! clock or `--time-field`) or an overwrite map (`--remember`); threads; `--repeated`,
+//! `--count`, `--stats`, `--state` (saved on SIGINT and SIGTERM too), the progress bar;
+//! `seen sample`; `seen completions`. Not yet: `seen size`, `seen bench`.
 
 mod dedup;
 mod sample;

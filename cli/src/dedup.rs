@@ -367,6 +367,16 @@ impl Filter {
     fn open(args: &Dedup) -> Result<Self, Failure> {
         if let Some(path) = &args.state {
             check_writable(path)?;
+            // A named pipe would block the load until something writes to it, and the save
+            // replaces whatever is there with a file.
+            if let Ok(meta) = std::fs::metadata(path)
+                && !meta.is_file()
+            {
+                return Err(Failure(format!(
+                    "the state {} is not a regular file",
+                    path.display()
+                )));
+            }
         }
         let Some(path) = args.state.as_ref().filter(|p| p.exists()) else {
             return Self::new(args);

@@ -388,3 +388,52 @@ fn a_window_whose_fpr_is_too_low_says_which_fpr_works() {
         );
     }
 }
+
+/// Finding 10: a `--state` that is a named pipe blocks the run forever (the load waits for a
+/// writer); a directory or a device is read as a corrupt state. Anything but a regular file
+/// should be refused at once, naming it.
+#[test]
+fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = scratch("fifo-state");
+    let fifo = dir.join("state");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(["dedup", "--state", fifo.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exited = child.try_wait().unwrap();
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = stderr_of(&mut child);
+    assert_eq!(
+        exited.and_then(|s| s.code()),
+        Some(2),
+        "blocked on the FIFO: {err}"
+    );
+    assert!(err.contains(fifo.to_str().unwrap()), "{err}");
+    for path in [dir.to_str().unwrap(), "/dev/null"] {
+        let out = seen(&["dedup", "--state", path], b"a\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.starts_with("seen: ") && err.contains(path),
+            "{path}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1117,14 +1117,14 @@ impl Sequencer {
         }
         if self.args.stats {
             let secs = self.started.elapsed().as_secs_f64();
-            eprintln!(
+            say!(
                 "seen: {} records, {} new, {} duplicates, {:.0} records/s",
                 self.records,
                 self.new,
                 self.records - self.new,
                 self.records as f64 / secs.max(1e-9)
             );
-            eprintln!(
+            say!(
                 "seen: {}",
                 self.filter.describe(exact_keys(&self.shards), &self.args)
             );
@@ -1331,11 +1331,11 @@ fn interrupted(s: &mut Sequencer) {
     let status = match s.finish(true) {
         Ok(()) => INTERRUPTED_STATUS,
         Err(Failure(why)) => {
-            eprintln!("seen: {why}");
+            say!("seen: {why}");
             2
         }
     };
-    eprintln!("seen: interrupted after {} records", s.records);
+    say!("seen: interrupted after {} records", s.records);
     std::process::exit(status);
 }
 

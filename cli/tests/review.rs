@@ -437,3 +437,39 @@ fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Finding 11: a message on a standard error that cannot be written (a closed pipe: `seen
+/// dedup ... 2>&1 | head -0`, a closed terminal) panicked (status 101) instead of the status
+/// the run ends with; after SIGHUP with such a standard error, a one-thread run kept running.
+/// And `seen completions SHELL > /dev/full` panicked in the generator.
+#[test]
+fn an_unwritable_standard_error_or_output_is_no_panic() {
+    let run = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Standard error's reader is gone before the command writes to it.
+        drop(child.stderr.take());
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(input);
+        drop(stdin);
+        child.wait().unwrap().code()
+    };
+    assert_eq!(run(&["dedup", "/nonexistent-seen-review"], b""), Some(2));
+    assert_eq!(run(&["dedup", "--stats"], b"a\n"), Some(0));
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        let out = Command::new(env!("CARGO_BIN_EXE_seen"))
+            .args(["completions", "bash"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

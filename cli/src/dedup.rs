@@ -60,8 +60,8 @@ pub(crate) struct Dedup {
     #[arg(short = 'd', long, default_value = "\t", value_name = "BYTE")]
     delimiter: String,
     /// Records are JSON objects, one per line; the key is the value at PATH (dotted:
-    /// `user.id`; a string's text, any other value's JSON). A record without it has the
-    /// empty key.
+    /// `user.id`, `items.0.sku` for an array's first element; a string's text, any other
+    /// value's JSON). A record without it has the empty key.
     #[arg(long, value_name = "PATH", conflicts_with = "field")]
     json_key: Option<String>,
     /// Keep every key in a hash set: exact, memory grows with the distinct keys.
@@ -199,7 +199,11 @@ impl Keyer {
         let at = |path: &[String]| {
             let mut at = json.as_ref()?;
             for part in path {
-                at = at.get(part)?;
+                at = match at {
+                    // An array's element by its index (`items.0.sku`).
+                    serde_json::Value::Array(items) => items.get(part.parse::<usize>().ok()?)?,
+                    _ => at.get(part)?,
+                };
             }
             Some(at)
         };

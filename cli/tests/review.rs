@@ -473,3 +473,16 @@ fn an_unwritable_standard_error_or_output_is_no_panic() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Finding 12: a `--json-key` path through an array (`u.0.id`) found nothing in any record:
+/// every record had the empty key, and only the first was printed.
+#[test]
+fn a_json_path_through_an_array_takes_the_element() {
+    let input = b"{\"u\":[{\"id\":5}]}\n{\"u\":[{\"id\":6}]}\n{\"u\":[{\"id\":5}]}\n{\"u\":[]}\n";
+    let out = seen(&["dedup", "--exact", "--json-key", "u.0.id"], input);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"u\":[{\"id\":5}]}\n{\"u\":[{\"id\":6}]}\n{\"u\":[]}\n"
+    );
+}

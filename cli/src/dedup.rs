@@ -2,27 +2,30 @@
 //!
 //! # How a run is organized
 //!
-//! The input is read in chunks of whole records ([`Reader`]). A chunk is *prepared* (split into
-//! records, each record's key extracted and hashed) by any of `--threads` workers. Then each
-//! *shard* ([`Shard`], one per thread) decides its records of the chunk: every key belongs to
-//! one shard (by its hash), and a shard decides its chunks strictly in input order, under its
-//! mutex ([`decide_in_shards`]). So all the records of one key are decided in input order, by
-//! one thread at a time: the first is new, the others are duplicates, and no key is printed
-//! twice, whatever the threads do. The main thread writes the decided chunks in input order
-//! ([`Sequencer`]).
+//! The input is read in chunks of whole records ([`Reader`]) by a reader thread. A chunk is
+//! *prepared* (split into records, each record's key extracted and hashed) by any of
+//! `--threads` workers, in any order. Each record is then *decided* in its key's shard: one
+//! shard per worker, each with a mutex, deciding its records chunk after chunk in input order
+//! ([`decide_in_shards`]): whichever worker holds a shard's mutex decides every chunk that is
+//! ready for it. The main thread writes the decided chunks in input order.
 //!
-//! The exact set (a hash set per shard) therefore prints the same bytes for every thread
-//! count, as awk does. A Bloom filter's answer for one key also depends on the bits other keys
-//! set, which other shards write concurrently: which rare new records are dropped as false
-//! positives may change from run to run (never more than the filter's rate). Records with
-//! their own times (`--time-field`) go through one shard, so the window's clock follows the
-//! records in order.
+//! A key's records all go to one shard, which sees them in input order, so a key is new at its
+//! first record whatever the threads do: the exact set prints exactly the one-thread output.
+//! The shards share the filter, though, and run at their own pace: a false positive of a Bloom
+//! or growing filter depends on the bits the other shards' keys had set by then, and a growing
+//! filter that cannot grow fails at a record that depends on them. So with 2 or more threads
+//! the filters' output may differ from the one-thread output, only in false positives (rarely
+//! below capacity: none or a few in a million at --fpr 1e-4). The structures whose decisions
+//! depend on the order of different keys are decided in one shard, in input order: the
+//! windowed filter on the records' times (`--time-field`, the clock follows the records) and
+//! the overwrite map (`--remember`, a bucket keeps the last of the keys that share it).
 //!
-//! The writer's state (output, counters, the structure to save) is behind a mutex. On SIGINT
-//! or SIGTERM the run stops reading, writes every chunk already read (all of them decided),
-//! saves `--state` and exits with status 130: the state then holds exactly the keys of the
-//! records written, so a later run neither repeats nor loses a record. In a one-thread run,
-//! where nothing is in flight, the signal's thread does it between two chunks.
+//! The sequencer's state (output, counters) is behind a mutex that the writer holds while it
+//! writes a chunk (and, with one thread, while it decides it). On SIGINT or SIGTERM the
+//! pipeline stops reading, decides and writes the chunks already read, saves `--state` and
+//! exits; with one thread, a handler takes that mutex between two chunks and does the same.
+//! The state then holds exactly the keys of the records written, so a later run neither
+//! repeats nor loses a record.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
@@ -57,8 +60,8 @@ pub(crate) struct Dedup {
     #[arg(short = 'd', long, default_value = "\t", value_name = "BYTE")]
     delimiter: String,
     /// Records are JSON objects, one per line; the key is the value at PATH (dotted:
-    /// `user.id`; a string's text, any other value's JSON). A record without it has the
-    /// empty key.
+    /// `user.id`, `items.0.sku` for an array's first element; a string's text, any other
+    /// value's JSON). A record without it has the empty key.
     #[arg(long, value_name = "PATH", conflicts_with = "field")]
     json_key: Option<String>,
     /// Keep every key in a hash set: exact, memory grows with the distinct keys.
@@ -76,13 +79,15 @@ pub(crate) struct Dedup {
     #[arg(long, value_name = "WINDOW", value_parser = parse_duration, requires = "period", help_heading = "Structure (one of)")]
     window: Option<Duration>,
     /// With --window: how often the oldest generation is forgotten (`1d`; WINDOW must be a
-    /// multiple of it, from 1 to 63 times).
+    /// multiple of it, from 1 to 63 times; more than 15 times needs a --fpr above 1e-4, 4e-4
+    /// for 63).
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration, requires = "window", help_heading = "Structure (one of)")]
     period: Option<Duration>,
     /// With --window: take each record's time from field N (with -f's --delimiter) or, with
     /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
     /// or RFC 3339 (`2026-11-22T09:30:00Z`, `2026-11-22`). Time never runs backwards: a record
-    /// older than one before it counts at the newer time.
+    /// older than one before it counts at the newer time. A record dated more than WINDOW
+    /// after the wall clock is an error.
     #[arg(
         long,
         value_name = "N|PATH",
@@ -146,8 +151,8 @@ pub(crate) struct Dedup {
     /// Threads that split, hash and decide records (default: one per core). With 2 or more,
     /// one more thread reads and the main thread writes, in input order. Every key is decided
     /// by one thread in input order, so the output is in input order and no key is printed
-    /// twice; with --exact it is the same for every count (a filter's rare false positives
-    /// may differ).
+    /// twice. With --exact, --remember or --time-field it is the same for every count; a
+    /// Bloom filter's rare false positives may differ.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: Option<u64>,
 }
@@ -198,7 +203,11 @@ impl Keyer {
         let at = |path: &[String]| {
             let mut at = json.as_ref()?;
             for part in path {
-                at = at.get(part)?;
+                at = match at {
+                    // An array's element by its index (`items.0.sku`).
+                    serde_json::Value::Array(items) => items.get(part.parse::<usize>().ok()?)?,
+                    _ => at.get(part)?,
+                };
             }
             Some(at)
         };
@@ -217,7 +226,14 @@ impl Keyer {
             Some(Key::Json(path)) => Some(match at(path) {
                 None => return Err(format!("no time at {}", path.join("."))),
                 Some(serde_json::Value::String(s)) => parse_time(s.as_bytes())?,
-                Some(serde_json::Value::Number(n)) => parse_time(n.to_string().as_bytes())?,
+                // Its text as written (`1.7e9` too): Unix seconds.
+                Some(serde_json::Value::Number(n)) => match n.as_u64() {
+                    Some(secs) => parse_time(secs.to_string().as_bytes())?,
+                    None => match n.as_f64() {
+                        Some(secs) if secs >= 0.0 && secs < 18_446_744_073.0 => (secs * 1e9) as u64,
+                        _ => return Err(format!("not a time: {n}")),
+                    },
+                },
                 Some(other) => return Err(format!("not a time: {other}")),
             }),
             Some(Key::Whole) => Some(parse_time(record)?),
@@ -233,10 +249,11 @@ fn parse_time(text: &[u8]) -> Result<u64, String> {
         .map_err(|_| "the time field is not UTF-8".to_string())?
         .trim();
     let bad = || format!("not a time: {text:?} (Unix seconds or RFC 3339)");
+    let range = || format!("time {text:?} is out of range (1970-01-01 to 2554-07-21 UTC)");
     if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
         let secs: u64 = whole.parse().map_err(|_| bad())?;
-        return nanos(secs, frac).ok_or_else(bad);
+        return nanos(secs, frac).ok_or_else(range);
     }
     // YYYY-MM-DD, then optionally [T ]HH:MM:SS[.frac](Z|±HH:MM).
     let num = |s: &str| -> Option<u64> {
@@ -252,16 +269,18 @@ fn parse_time(text: &[u8]) -> Result<u64, String> {
     let (Some(y), Some(m), Some(d)) = (y, m, d) else {
         return Err(bad());
     };
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) || y < 1970 {
+    // A local date before 1970 may be after the epoch in UTC (1969-12-31T23:00:00-02:00):
+    // the range is checked on the instant.
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
         return Err(bad());
     }
     let days = days_since_epoch(y, m, d);
     let rest = &text[10..];
     if rest.is_empty() {
-        return days
-            .checked_mul(86_400)
+        return u64::try_from(days * 86_400)
+            .ok()
             .and_then(|s| nanos(s, ""))
-            .ok_or_else(bad);
+            .ok_or_else(range);
     }
     let rest = rest.strip_prefix(['T', 't', ' ']).ok_or_else(bad)?;
     let (clock, zone) = match rest.find(['Z', 'z', '+', '-']) {
@@ -296,9 +315,9 @@ fn parse_time(text: &[u8]) -> Result<u64, String> {
             if sign == "+" { o } else { -o }
         }
     };
-    let local = days * 86_400 + h * 3600 + mi * 60 + s;
-    let secs = u64::try_from(local as i64 - offset).map_err(|_| bad())?;
-    nanos(secs, frac).ok_or_else(bad)
+    let local = days * 86_400 + (h * 3600 + mi * 60 + s) as i64;
+    let secs = u64::try_from(local - offset).map_err(|_| range())?;
+    nanos(secs, frac).ok_or_else(range)
 }
 
 /// `secs` and a decimal fraction (`"25"` for .25) as nanoseconds.
@@ -328,11 +347,16 @@ fn days_in_month(y: u64, m: u64) -> u64 {
     }
 }
 
-/// Days from 1970-01-01 to the date (1970 or later).
-fn days_since_epoch(y: u64, m: u64, d: u64) -> u64 {
-    let years: u64 = (1970..y).map(|y| if is_leap(y) { 366 } else { 365 }).sum();
+/// Days from 1970-01-01 to the date (negative before it; a year of 4 digits).
+fn days_since_epoch(y: u64, m: u64, d: u64) -> i64 {
+    let year_days = |y: u64| if is_leap(y) { 366 } else { 365 };
+    let years: i64 = if y >= 1970 {
+        (1970..y).map(year_days).sum()
+    } else {
+        -(y..1970).map(year_days).sum::<i64>()
+    };
     let months: u64 = (1..m).map(|m| days_in_month(y, m)).sum();
-    years + months + d - 1
+    years + (months + d - 1) as i64
 }
 
 /// The structure that decides. Shared by the workers (the hasher, and lookups of the filters
@@ -356,6 +380,19 @@ impl Filter {
     /// The filter of `--state` if its file exists (checked against the arguments), else a
     /// new one.
     fn open(args: &Dedup) -> Result<Self, Failure> {
+        if let Some(path) = &args.state {
+            check_writable(path)?;
+            // A named pipe would block the load until something writes to it, and the save
+            // replaces whatever is there with a file.
+            if let Ok(meta) = std::fs::metadata(path)
+                && !meta.is_file()
+            {
+                return Err(Failure(format!(
+                    "the state {} is not a regular file",
+                    path.display()
+                )));
+            }
+        }
         let Some(path) = args.state.as_ref().filter(|p| p.exists()) else {
             return Self::new(args);
         };
@@ -418,7 +455,29 @@ impl Filter {
     }
 
     fn new(args: &Dedup) -> Result<Self, Failure> {
-        Self::build(args).map_err(|e| Failure(format!("cannot build the filter: {e}")))
+        Self::build(args).map_err(|e| match e {
+            // The rate asked of the layout is --fpr scaled (a growing filter's first layer
+            // gets a fifth of it): say which --fpr works, not which layout.
+            Error::FprBelowLayoutLimit { fpr, min_fpr, .. } if fpr > 0.0 => {
+                let lowest = min_fpr * args.fpr / fpr;
+                let hint = match (args.window, args.period) {
+                    (Some(window), Some(period)) => format!(
+                        " for a window of {} generations (--window {} --period {}): raise \
+                         --fpr, or lengthen --period",
+                        generations(window, period).map_or(0, |(g, _)| g),
+                        human(window),
+                        human(period)
+                    ),
+                    _ => String::new(),
+                };
+                Failure(format!(
+                    "cannot build the filter: --fpr {:e} is below the lowest rate it reaches, \
+                     {lowest:.3e}{hint}",
+                    args.fpr
+                ))
+            }
+            e => Failure(format!("cannot build the filter: {e}")),
+        })
     }
 
     fn build(args: &Dedup) -> Result<Self, Error> {
@@ -459,8 +518,8 @@ impl Filter {
         Ok(if args.exact {
             Self::Exact
         } else if args.grow {
-            // The line layout: the word layout's rate limit (6.4e-6) ends a 1e-4 schedule
-            // at about 63 times the capacity; the line layout's (4.7e-15) is far off.
+            // The line layout, as the plain filter: the word layout's schedule ends where a
+            // layer's rate falls below 6.4e-6 (6 layers, 63 times --capacity at --fpr 1e-4).
             Self::Growing(
                 GrowingBloomFilter::builder(args.capacity)
                     .fpr(args.fpr)
@@ -530,6 +589,32 @@ impl Filter {
                 args.remember_probability
             ),
         }
+    }
+}
+
+/// Fails unless a file can be created beside `path` (as the save's temporary file will be):
+/// a state that cannot be saved is found out before the run, not after it printed everything.
+fn check_writable(path: &Path) -> Result<(), Failure> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let probe = dir.join(format!(".seen-probe.{}.tmp", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Failure(format!(
+            "cannot save the state {}: cannot create a file in {}: {e}",
+            path.display(),
+            dir.display()
+        ))),
     }
 }
 
@@ -750,8 +835,21 @@ impl Shard {
                 if !*from_records {
                     tick(now().as_nanos() as u64, self);
                 }
+                // A record dated past the wall clock by more than the window would forget
+                // every key and hold the clock there: refused.
+                let window = period.saturating_mul(u64::from(filter.generations()));
+                let latest = (now().as_nanos() as u64).saturating_add(window);
                 for i in mine {
                     if *from_records && work.times[i] > self.time {
+                        if work.times[i] > latest {
+                            decided.failed = Some((
+                                i,
+                                "its time is more than --window after the wall clock (it \
+                                 would forget every key, and hold the clock there)"
+                                    .to_string(),
+                            ));
+                            break;
+                        }
                         self.time = work.times[i];
                         tick(self.time, self);
                     }
@@ -825,6 +923,9 @@ impl Reader {
         spare.bytes.clear();
         spare.failed = None;
         spare.bytes.append(&mut self.carry);
+        // `spare.bytes[..clean]` holds no terminator (the carry is what followed the last
+        // one): a long record is searched once, not again after every read.
+        let mut clean = spare.bytes.len();
         while self.at < self.inputs.len() {
             let input = self.at;
             if self.open.is_none() {
@@ -839,7 +940,9 @@ impl Reader {
             let reader = self.open.as_mut().expect("opened above");
             loop {
                 let len = spare.bytes.len();
-                let want = CHUNK.max(len / 2);
+                // At most a chunk at a time: the buffer is zeroed before each read, and a
+                // pipe gives 64 KiB a read, so more would cost more than the read.
+                let want = CHUNK;
                 spare.bytes.resize(len + want, 0);
                 let read = reader.read(&mut spare.bytes[len..]);
                 spare.bytes.truncate(len + *read.as_ref().unwrap_or(&0));
@@ -860,10 +963,14 @@ impl Reader {
                 // A full chunk, or a short read (a pipe that has nothing more yet): pass on
                 // the whole records read so far, keep the rest.
                 if spare.bytes.len() >= CHUNK || n < want {
-                    if let Some(last) = memchr::memrchr(self.terminator, &spare.bytes) {
-                        self.carry.extend_from_slice(&spare.bytes[last + 1..]);
-                        spare.bytes.truncate(last + 1);
-                        return Some(self.chunk(spare, input));
+                    match memchr::memrchr(self.terminator, &spare.bytes[clean..]) {
+                        Some(i) => {
+                            let last = clean + i;
+                            self.carry.extend_from_slice(&spare.bytes[last + 1..]);
+                            spare.bytes.truncate(last + 1);
+                            return Some(self.chunk(spare, input));
+                        }
+                        None => clean = spare.bytes.len(),
                     }
                 }
             }
@@ -1038,14 +1145,14 @@ impl Sequencer {
         }
         if self.args.stats {
             let secs = self.started.elapsed().as_secs_f64();
-            eprintln!(
+            say!(
                 "seen: {} records, {} new, {} duplicates, {:.0} records/s",
                 self.records,
                 self.new,
                 self.records - self.new,
                 self.records as f64 / secs.max(1e-9)
             );
-            eprintln!(
+            say!(
                 "seen: {}",
                 self.filter.describe(exact_keys(&self.shards), &self.args)
             );
@@ -1152,9 +1259,10 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,
     );
-    // Records with their own times are decided in one order (the clock follows them); the
-    // concurrent structures by one shard per thread.
-    let shards = if threads == 1 || args.time_field.is_some() {
+    // Records with their own times are decided in one order (the clock follows them), and so
+    // is the overwrite map (a bucket keeps the last of the keys that share it: the order of
+    // different keys counts); the other concurrent structures by one shard per thread.
+    let shards = if threads == 1 || args.time_field.is_some() || args.remember.is_some() {
         1
     } else {
         threads
@@ -1209,15 +1317,25 @@ fn exact_keys(shards: &[Mutex<Shard>]) -> usize {
 /// Whether SIGINT or SIGTERM arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// A signal this soon after the first is the same one delivered twice (GNU `timeout` sends
+/// the signal it forwards to the command and to its process group), not a second one.
+const SAME_SIGNAL: Duration = Duration::from_millis(250);
+
 /// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
 /// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
-/// ([`interrupted`]). A second signal exits at once; the state file then keeps its last
-/// complete save (a save is renamed into place whole).
+/// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) exits at
+/// once; the state file then keeps its last complete save (a save is renamed into place
+/// whole).
 fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>) {
+    static FIRST: OnceLock<Instant> = OnceLock::new();
     let installed = ctrlc::set_handler(move || {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            if FIRST.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
+                return;
+            }
             std::process::exit(INTERRUPTED_STATUS);
         }
+        let _ = FIRST.set(Instant::now());
         let sequencer = Arc::clone(&sequencer);
         // The handler must return to see a second signal: finish on another thread.
         std::thread::spawn(move || {
@@ -1241,11 +1359,11 @@ fn interrupted(s: &mut Sequencer) {
     let status = match s.finish(true) {
         Ok(()) => INTERRUPTED_STATUS,
         Err(Failure(why)) => {
-            eprintln!("seen: {why}");
+            say!("seen: {why}");
             2
         }
     };
-    eprintln!("seen: interrupted after {} records", s.records);
+    say!("seen: interrupted after {} records", s.records);
     std::process::exit(status);
 }
 
@@ -1261,8 +1379,8 @@ fn one_thread(
     let mut spare = Work::default();
     while let Some(mut work) = reader.next(spare) {
         work.prepare(keyer, filter, terminator, 1);
-        // Decided and written under the sequencer's lock, which an interrupt takes to save:
-        // the state then never holds a key whose record was not written.
+        // The sequencer is held from the decisions to the write: a signal's thread that saves
+        // the state between them would save keys whose records are never written.
         let mut s = lock(sequencer);
         if s.finished {
             // Interrupted, and ended by the signal's thread.

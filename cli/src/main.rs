@@ -5,6 +5,15 @@
 //! input, `sample.rs`), `completions`. `plot.rs` draws their SVG charts, `table.rs` prints their
 //! tables, `units.rs` parses sizes and durations.
 
+/// `eprintln!` that never panics: a line on standard error, a failure to write it ignored (a
+/// closed terminal, `2>&1 | head`), so that the run still ends as it should.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod dedup;
 mod plot;
@@ -87,8 +96,17 @@ fn main() -> ExitCode {
         Command::Bench(args) => exit(bench::run(&args)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "seen", &mut io::stdout());
-            ExitCode::SUCCESS
+            use std::io::Write;
+            // Into memory first: the generator panics on a write error.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "seen", &mut script);
+            let mut out = io::stdout();
+            exit(match out.write_all(&script).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+                    Err(Failure(format!("cannot write the output: {e}")))
+                }
+                _ => Ok(()),
+            })
         }
     }
 }
@@ -98,7 +116,7 @@ fn exit(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(why)) => {
-            eprintln!("seen: {why}");
+            say!("seen: {why}");
             ExitCode::from(2)
         }
     }

@@ -230,7 +230,9 @@ impl Keyer {
                 Some(serde_json::Value::Number(n)) => match n.as_u64() {
                     Some(secs) => parse_time(secs.to_string().as_bytes())?,
                     None => match n.as_f64() {
-                        Some(secs) if secs >= 0.0 && secs < 18_446_744_073.0 => (secs * 1e9) as u64,
+                        Some(secs) if (0.0..18_446_744_073.0).contains(&secs) => {
+                            (secs * 1e9) as u64
+                        }
                         _ => return Err(format!("not a time: {n}")),
                     },
                 },

@@ -374,3 +374,37 @@ fn grow_goes_a_thousand_times_past_its_capacity() {
     assert!(out.stdout.len() >= input.len() * 999 / 1000, "{err}");
     assert!(err.contains("11 layers"), "{err}");
 }
+
+/// A window's state refuses another window, saying which one it holds, as the flags.
+#[test]
+fn a_window_state_names_its_window() {
+    let dir = std::env::temp_dir().join(format!("seen-cli-window-state-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("w.seen");
+    let state = state.to_str().unwrap();
+    let mut args = vec!["dedup", "--capacity", "1000", "--state", state];
+    args.extend(["--window", "7d", "--period", "1d"]);
+    assert_eq!(seen(&args, b"a\n").stdout, b"a\n");
+    let out = seen(
+        &[
+            "dedup",
+            "--capacity",
+            "1000",
+            "--state",
+            state,
+            "--window",
+            "63d",
+            "--period",
+            "1d",
+        ],
+        b"a\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("holds a window of 7 generations of 1d (--window 7d --period 1d), not --window 63d --period 1d"),
+        "{err}"
+    );
+    assert_eq!(seen(&args, b"a\nb\n").stdout, b"b\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -314,13 +314,14 @@ impl Shard {
                         filter.maintain();
                     }
                 };
+                let wall = now().as_nanos() as u64;
                 if !*from_records {
-                    tick(now().as_nanos() as u64, self);
+                    tick(wall, self);
                 }
                 // A record dated past the wall clock by more than the window would forget
                 // every key and hold the clock there: refused.
                 let window = period.saturating_mul(u64::from(filter.generations()));
-                let latest = (now().as_nanos() as u64).saturating_add(window);
+                let latest = wall.saturating_add(window);
                 for i in mine {
                     if *from_records && work.times[i] > self.time {
                         if work.times[i] > latest {

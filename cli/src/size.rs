@@ -14,7 +14,7 @@ use seen::{AtomicBloomFilter, Error, Layout};
 use crate::Failure;
 use crate::plot::{self, Curve, LineChart, Mark, Scale};
 use crate::table::{self, Table, given, grouped, human_bytes, rate};
-use crate::units::{parse_duration, parse_size};
+use crate::units::{format_duration, parse_duration, parse_size};
 
 #[derive(Args)]
 #[command(after_help = "\
@@ -267,7 +267,10 @@ const GUARANTEED: &str = "classic, guaranteed";
 /// The most keys whose structure takes at most `bytes`, where `size` gives the bytes for a
 /// number of keys (monotone in it): a doubling, then a bisection, over the library's own
 /// sizing. `None` if not even one key fits; a size past the address space does not fit.
-fn most_keys(bytes: u64, size: &dyn Fn(u64) -> Result<u64, Error>) -> Result<Option<u64>, Error> {
+pub(crate) fn most_keys(
+    bytes: u64,
+    size: &dyn Fn(u64) -> Result<u64, Error>,
+) -> Result<Option<u64>, Error> {
     let fits = |keys: u64| match size(keys) {
         Ok(b) => Ok(b <= bytes),
         Err(Error::TooLarge { .. }) => Ok(false),
@@ -404,30 +407,13 @@ fn write_bloom(out: &mut String, args: &Size, rows: &[Row]) {
     );
 }
 
-/// `8d`, `36h`, `90m`: the largest unit up to days that divides the duration.
-fn duration_text(d: Duration) -> String {
-    let ms = d.as_millis();
-    let units = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1_000, "s"),
-    ];
-    units
-        .into_iter()
-        .find(|&(unit, _)| ms % unit == 0)
-        .map_or(format!("{ms}ms"), |(unit, name)| {
-            format!("{}{name}", ms / unit)
-        })
-}
-
 fn write_window(
     out: &mut String,
     args: &Size,
     window: Duration,
     period: Duration,
 ) -> Result<(), Failure> {
-    let (w, p) = (duration_text(window), duration_text(period));
+    let (w, p) = (format_duration(window), format_duration(period));
     let (window_ms, period_ms) = (window.as_millis(), period.as_millis());
     if window_ms % period_ms != 0 {
         return Err(Failure(format!(

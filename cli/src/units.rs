@@ -57,6 +57,24 @@ pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> 
         .ok_or_else(|| format!("not a duration above zero that fits: {text:?}"))
 }
 
+/// `8d`, `36h`, `90m`: the largest unit up to days that divides the duration (what
+/// [`parse_duration`] reads; `63d`, not `9w`).
+pub(crate) fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
+    units
+        .into_iter()
+        .find(|&(unit, _)| ms % unit == 0)
+        .map_or(format!("{ms}ms"), |(unit, name)| {
+            format!("{}{name}", ms / unit)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +100,10 @@ mod tests {
         for bad in ["", "8", "d", "0d", "3y", "-1d", "99999999999999999w"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        // What `format_duration` writes, `parse_duration` reads back: days at most.
+        for text in ["63d", "8d", "36h", "90m", "45s", "250ms"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+        assert_eq!(format_duration(parse_duration("2w").unwrap()), "14d");
     }
 }

@@ -13,6 +13,7 @@ use seen::{
 
 use super::Dedup;
 use crate::Failure;
+use crate::units::format_duration;
 
 /// The structure that decides. Shared by the workers (the hasher, and lookups of the filters
 /// that only gain items) and the sequencer.
@@ -71,14 +72,14 @@ impl Filter {
                         Rotation::EveryAligned(p) => format!(
                             "{} generations of {} (--window {} --period {})",
                             filter.generations(),
-                            human(p),
-                            human(p * filter.generations()),
-                            human(p)
+                            format_duration(p),
+                            format_duration(p * filter.generations()),
+                            format_duration(p)
                         ),
                         other => format!("{} generations rotated {other:?}", filter.generations()),
                     },
-                    human(window),
-                    human(period),
+                    format_duration(window),
+                    format_duration(period),
                 )));
             }
             Self::windowed(filter, clock, period, args)
@@ -128,8 +129,8 @@ impl Filter {
                         " for a window of {} generations (--window {} --period {}): raise \
                          --fpr, or lengthen --period",
                         generations(window, period).map_or(0, |(g, _)| g),
-                        human(window),
-                        human(period)
+                        format_duration(window),
+                        format_duration(period)
                     ),
                     _ => String::new(),
                 };
@@ -288,28 +289,11 @@ pub(super) fn generations(window: Duration, period: Duration) -> Result<(u32, Du
     if p == 0 || w % p != 0 || !(1..=max).contains(&(w / p)) {
         return Err(Failure(format!(
             "--window {} must be 1 to {max} times --period {}",
-            human(window),
-            human(period)
+            format_duration(window),
+            format_duration(period)
         )));
     }
     Ok(((w / p) as u32, period))
-}
-
-/// A duration as `--window` takes it.
-pub(super) fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    // Days at most: `63d`, not `9w`.
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms % size == 0 {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
 }
 
 /// The wall clock, as a duration since the Unix epoch.
@@ -319,30 +303,12 @@ pub(super) fn now() -> Duration {
         .unwrap_or_default()
 }
 
-/// The most distinct keys a line-layout filter of at most `bytes` holds at `fpr` (a binary
-/// search over the library's own sizing, so the filter built is at most `bytes`).
+/// The most distinct keys a line-layout filter of at most `bytes` holds at `fpr` (`seen
+/// size --memory`'s search over the library's own sizing, so the filter built is at most
+/// `bytes`).
 pub(super) fn capacity_for(bytes: u64, fpr: f64) -> Result<u64, Error> {
-    let fits = |capacity: u64| -> Result<bool, Error> {
-        match seen::sizing::blocked(capacity, fpr, seen::Layout::Line) {
-            Ok(s) => Ok(s.bytes() <= bytes),
-            Err(Error::TooLarge { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    };
-    if !fits(1)? {
-        return Err(Error::InvalidParameter(
-            "--memory is below the smallest filter at this --fpr (one cache line)",
-        ));
-    }
-    // Every filter needs at least a bit per key: the answer is below 8 · bytes.
-    let (mut lo, mut hi) = (1u64, bytes.saturating_mul(8));
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    Ok(lo)
+    let size = |keys| seen::sizing::blocked(keys, fpr, seen::Layout::Line).map(|s| s.bytes());
+    crate::size::most_keys(bytes, &size)?.ok_or(Error::InvalidParameter(
+        "--memory is below the smallest filter at this --fpr (one cache line)",
+    ))
 }

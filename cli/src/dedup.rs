@@ -542,14 +542,9 @@ impl Sequencer {
                 }
                 continue;
             }
-            run = match run {
-                Some((s, e)) if e + 1 == start => Some((s, end)),
-                Some((s, e)) => {
-                    self.write_run(&work.bytes, s, e)?;
-                    Some((start, end))
-                }
-                None => Some((start, end)),
-            };
+            // Records are back to back, and a dropped one ends the run above: a kept record
+            // extends the run, or starts one.
+            run = Some((run.map_or(start, |(s, _)| s), end));
         }
         if let Some((s, e)) = run {
             self.write_run(&work.bytes, s, e)?;

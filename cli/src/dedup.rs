@@ -20,18 +20,26 @@
 //! windowed filter on the records' times (`--time-field`, the clock follows the records) and
 //! the overwrite map (`--remember`, a bucket keeps the last of the keys that share it).
 //!
+//! A record is decided by a lookup: new when its key is neither in the structure nor pending
+//! in its shard. Its key is *committed* (inserted into the structure) only once the record is
+//! written, that is accepted by the system ([`output`]): the shards commit the keys of the
+//! chunks written when they next decide, and the end of the run commits the rest up to the last
+//! record written ([`pending`]). So the structure, and the `--state` saved from it, holds
+//! exactly the keys of the records written, however the run ends: at the end of the input,
+//! on SIGINT or SIGTERM (the chunks already read are decided and written first), or when the
+//! reader of the output goes away (`seen dedup --state s | head`), and a later run neither
+//! repeats nor loses a record. One run at a time holds a state ([`lock`]).
+//!
 //! The sequencer's state (output, counters) is behind a mutex that the writer holds while it
-//! writes a chunk (and, with one thread, while it decides it). On SIGINT or SIGTERM the
-//! pipeline stops reading, decides and writes the chunks already read, saves `--state` and
-//! exits; with one thread, a handler takes that mutex between two chunks and does the same.
-//! The state then holds exactly the keys of the records written, so a later run neither
-//! repeats nor loses a record.
+//! writes a chunk (and, with one thread, while it decides it); with one thread, a signal's
+//! handler takes that mutex between two chunks to end the run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::hash::BuildHasherDefault;
+use std::io::{self, IsTerminal, Read};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -42,13 +50,18 @@ use crate::Failure;
 
 mod filter;
 mod key;
+mod lock;
+mod output;
+mod pending;
 
 use crate::units::{parse_duration, parse_size};
 use filter::{Filter, generations, now};
-use key::{Key, Keyer};
+use key::{Key, Keyer, Missing};
+use output::{Cut, Output};
+use pending::{Pending, Spread};
 
 #[derive(Args, Clone)]
-#[command(group = clap::ArgGroup::new("structure").multiple(false).args(["exact", "grow", "window", "remember", "memory"]))]
+#[command(group = clap::ArgGroup::new("structure").multiple(false).args(["exact", "grow", "fixed", "window", "remember", "memory"]))]
 pub(crate) struct Dedup {
     /// Files to read, in order; standard input when none is given, or for `-`.
     files: Vec<PathBuf>,
@@ -63,33 +76,48 @@ pub(crate) struct Dedup {
     delimiter: String,
     /// Records are JSON objects, one per line; the key is the value at PATH (dotted:
     /// `user.id`, `items.0.sku` for an array's first element; a string's text, any other
-    /// value's JSON). A record without it has the empty key.
+    /// value's JSON). A record that is not JSON is an error; one without a value at PATH
+    /// (`null` counts as none), or that is not an object, is handled by --missing-key.
     #[arg(long, value_name = "PATH", conflicts_with = "field")]
     json_key: Option<String>,
+    /// What a record without a key is (one with fewer fields than -f N, or without --json-key's
+    /// PATH): `error` (the default) stops the run at it with its line number; `print` prints
+    /// it, never deduplicated (counted apart in --stats). Such records are never given a
+    /// shared key: that would drop all but the first as duplicates.
+    #[arg(long, value_enum, default_value_t = Missing::Error, value_name = "WHAT")]
+    missing_key: Missing,
     /// Keep every key in a hash set: exact, memory grows with the distinct keys.
     #[arg(long, help_heading = "Structure (one of)")]
     exact: bool,
-    /// Grow the filter past --capacity (RedisBloom's scaling filter) instead of letting its
-    /// false-positive rate rise.
+    /// Grow the filter past --capacity (RedisBloom's scaling filter), so that its
+    /// false-positive rate stays under --fpr for any number of keys. The default.
     #[arg(long, help_heading = "Structure (one of)")]
     grow: bool,
-    /// Forget keys after a window of time: a key is a duplicate for at least WINDOW - PERIOD
-    /// and at most WINDOW after it was first printed (a windowed filter of WINDOW / PERIOD
-    /// generations of --capacity keys each). Time is the wall clock, or --time-field. Up to
-    /// 7 generations share one cache line: `--window 7d --period 1d` takes about half the
-    /// memory of `8d` (see `seen size --window 8d --period 1d`).
+    /// A filter of fixed size for --capacity keys (or --memory): bounded memory, but past
+    /// its capacity it drops more new records than --fpr says (a warning tells when).
+    #[arg(long, help_heading = "Structure (one of)")]
+    fixed: bool,
+    /// Forget keys after a window of time: a repeat within WINDOW of a key's first printed
+    /// record is always dropped; one more than WINDOW + PERIOD later is always printed
+    /// (between the two, it depends on the time of day the key came). A windowed filter of
+    /// WINDOW / PERIOD + 1 generations of --capacity keys each. Time is the wall clock, or
+    /// --time-field. Up to 7 generations share one cache line: `--window 6d --period 1d`
+    /// takes about half the memory of `7d` (see `seen size --window 7d --period 1d`).
     #[arg(long, value_name = "WINDOW", value_parser = parse_duration, requires = "period", help_heading = "Structure (one of)")]
     window: Option<Duration>,
     /// With --window: how often the oldest generation is forgotten (`1d`; WINDOW must be a
-    /// multiple of it, from 1 to 63 times; more than 15 times needs a --fpr above 1e-4, 4e-4
-    /// for 63).
+    /// multiple of it, from 1 to 62 times; more than 14 times needs a --fpr above 1e-4, 4e-4
+    /// for 62).
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration, requires = "window", help_heading = "Structure (one of)")]
     period: Option<Duration>,
     /// With --window: take each record's time from field N (with -f's --delimiter) or, with
     /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
     /// or RFC 3339 (`2026-11-22T09:30:00Z`, `2026-11-22`). Time never runs backwards: a record
-    /// older than one before it counts at the newer time. A record dated more than WINDOW
-    /// after the wall clock is an error.
+    /// older than one before it (or than the --state's time) counts at the newer time;
+    /// --stats counts them, and a warning says when one is more than WINDOW older. A record
+    /// dated more than WINDOW after the wall clock is an error. A --state remembers which
+    /// clock it follows: a run that would switch between --time-field and the wall clock is
+    /// refused.
     #[arg(
         long,
         value_name = "N|PATH",
@@ -110,7 +138,7 @@ pub(crate) struct Dedup {
         help_heading = "Structure (one of)"
     )]
     remember_probability: f64,
-    /// Distinct keys the filter is sized for (the first layer's with --grow, each period's
+    /// Distinct keys the filter is sized for (the first layer's when it grows, each period's
     /// with --window).
     #[arg(
         long,
@@ -128,8 +156,9 @@ pub(crate) struct Dedup {
         help_heading = "Sizing"
     )]
     fpr: f64,
-    /// Size the filter by its memory instead of --capacity: the most distinct keys that
-    /// SIZE holds at --fpr (`256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB, GB decimal).
+    /// A fixed-size filter of at most SIZE instead of --capacity: the most distinct keys that
+    /// SIZE holds at --fpr (`256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB, GB
+    /// decimal). Past them it drops more new records than --fpr (a warning tells when).
     #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "state"], help_heading = "Sizing")]
     memory: Option<u64>,
     /// Print only the duplicates (each time a key is seen again).
@@ -138,16 +167,20 @@ pub(crate) struct Dedup {
     /// Print the number of new and of duplicate records instead of the records.
     #[arg(long, help_heading = "Output")]
     count: bool,
-    /// Print a summary on standard error at the end: records, duplicates, records/s, the
-    /// structure's memory and estimated false-positive rate.
+    /// Print a summary on standard error at the end: records, new, duplicates (and how many
+    /// of them may be false positives), records/s, the structure's memory and estimated
+    /// false-positive rate.
     #[arg(long, help_heading = "Output")]
     stats: bool,
     /// No progress bar (it shows on standard error only when that is a terminal).
     #[arg(long, help_heading = "Output")]
     no_progress: bool,
-    /// Load the filter from FILE if it exists, and save it there at the end and on SIGINT or
-    /// SIGTERM (crash-safely: a temporary file renamed over it), so that a daily run remembers
-    /// the days before. A failed run (exit status 2) leaves FILE as it was.
+    /// Load the filter from FILE if it exists, and save it there at the end, on SIGINT or
+    /// SIGTERM, and when the reader of the output goes away (crash-safely: a temporary file
+    /// renamed over it, through a symbolic link to its target, keeping its permissions), so
+    /// that a daily run remembers the days before. FILE then holds exactly the keys of the
+    /// records written. A failed run (exit status 2) leaves FILE as it was. One run at a time:
+    /// another run on FILE fails at once (the lock is FILE.lock).
     #[arg(long, value_name = "FILE", conflicts_with = "exact")]
     state: Option<PathBuf>,
     /// Threads that split, hash and decide records (default: one per core). With 2 or more,
@@ -179,12 +212,10 @@ struct Work {
     failed: Option<String>,
     /// Prepared: where each record ends (before its terminator).
     ends: Vec<usize>,
-    /// Prepared: each record's key hash (the filter's hasher; the exact set's keys are hashed
-    /// too, to pick their shard).
+    /// Prepared: each record's key hash (the filter's hasher; the exact set keeps it too).
     hashes: Vec<Hash128>,
-    /// Prepared, for the exact set: the keys back to back, and where each ends.
-    keys: Vec<u8>,
-    key_ends: Vec<usize>,
+    /// Prepared, with `--missing-key print`: which records have no key (empty when all do).
+    keyless: Vec<bool>,
     /// Prepared, with --time-field: each record's time (ns since the Unix epoch).
     times: Vec<u64>,
     /// Prepared: the first record that could not be keyed, and why (the records before it
@@ -202,6 +233,10 @@ struct Work {
 struct Decided {
     new: Vec<bool>,
     failed: Option<(usize, String)>,
+    /// With --time-field: the records older than the clock (counted at its time), and of
+    /// those the ones more than the window older.
+    late: u64,
+    very_late: u64,
 }
 
 impl Work {
@@ -209,8 +244,7 @@ impl Work {
     fn prepare(&mut self, keyer: &Keyer, filter: &Filter, terminator: u8, shards: usize) {
         self.ends.clear();
         self.hashes.clear();
-        self.keys.clear();
-        self.key_ends.clear();
+        self.keyless.clear();
         self.times.clear();
         self.bad = None;
         let mut start = 0;
@@ -220,10 +254,19 @@ impl Work {
             let record = &self.bytes[start..end];
             match keyer.of(record) {
                 Ok((key, time)) => {
-                    self.hashes.push(filter.hash(&key));
-                    if keyer.keep_keys {
-                        self.keys.extend_from_slice(&key);
-                        self.key_ends.push(self.keys.len());
+                    match key {
+                        Some(key) => {
+                            self.hashes.push(filter.hash(&key));
+                            if !self.keyless.is_empty() {
+                                self.keyless.push(false);
+                            }
+                        }
+                        None => {
+                            // Printed as it is, decided by no shard.
+                            self.hashes.push(Hash128 { h1: 0, h2: 0 });
+                            self.keyless.resize(self.hashes.len() - 1, false);
+                            self.keyless.push(true);
+                        }
                     }
                     if let Some(t) = time {
                         self.times.push(t);
@@ -242,10 +285,20 @@ impl Work {
         self.undecided = AtomicUsize::new(shards);
     }
 
-    /// The key of record `i` (exact set only).
-    fn key(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
-        &self.keys[start..self.key_ends[i]]
+    /// Whether record `i` has a key.
+    fn keyed(&self, i: usize) -> bool {
+        !self.keyless.get(i).copied().unwrap_or(false)
+    }
+
+    /// The shard of record `i` (`None`: it has no key, and is printed undecided).
+    fn shard(&self, i: usize, shards: usize) -> Option<usize> {
+        self.keyed(i).then(|| {
+            if shards == 1 {
+                0
+            } else {
+                shard_of(self.hashes[i], shards)
+            }
+        })
     }
 }
 
@@ -261,88 +314,232 @@ struct Shard {
     /// The next chunk to decide, and the chunks prepared ahead of it.
     next: u64,
     ready: BTreeMap<u64, Arc<Work>>,
-    /// The exact set's keys of this shard.
-    exact: HashSet<Box<[u8]>>,
-    /// With --time-field (one shard): the latest time seen.
+    /// The keys found new whose records are not written yet.
+    pending: Pending,
+    /// The exact set's keys of this shard (their 128-bit hashes).
+    exact: HashSet<Hash128, BuildHasherDefault<Spread>>,
+    /// With --remember: the last pending key of each bucket that has one, and its tag (its
+    /// record's place).
+    buckets: HashMap<u64, (Hash128, u64), BuildHasherDefault<Spread>>,
+    /// With --time-field (one shard): the latest time seen, where the decisions are.
     time: u64,
-    /// The windowed filter's period last maintained.
+    /// The windowed filter's period last maintained (with --time-field: the period the
+    /// commits have rotated it to, behind `time`'s).
     period_index: u64,
+    /// This shard's records of the chunk being decided, and scratch space for lookups.
+    mine: Vec<usize>,
+    hits: Vec<bool>,
+    tags: Vec<u64>,
 }
 
 impl Shard {
-    /// Decides the records of `work` that are this shard's (`s` of `shards`), in order.
-    fn decide(&mut self, filter: &Filter, work: &Work, s: usize, shards: usize) -> Decided {
-        let mine =
-            (0..work.ends.len()).filter(|&i| shards == 1 || shard_of(work.hashes[i], shards) == s);
+    /// Decides the records of `work` that are this shard's (`s` of `shards`), in order, after
+    /// committing the keys of the records written before `written`.
+    fn decide(
+        &mut self,
+        filter: &Filter,
+        work: &Work,
+        s: usize,
+        shards: usize,
+        written: Cut,
+    ) -> Decided {
         let mut decided = Decided::default();
-        let new = &mut decided.new;
+        if let Err(why) = self.commit(filter, written) {
+            decided.failed = Some((0, why));
+            return decided;
+        }
+        let mut mine = std::mem::take(&mut self.mine);
+        let mut hits = std::mem::take(&mut self.hits);
+        let mut tags = std::mem::take(&mut self.tags);
+        mine.clear();
+        mine.extend((0..work.ends.len()).filter(|&i| work.shard(i, shards) == Some(s)));
+        hits.clear();
+        tags.clear();
+        let hashes = mine.iter().map(|&i| work.hashes[i]);
+        // A windowed filter's `G`: a pending key is found only while its tag is within
+        // `G - 1` generations (or periods) of the record's. Other structures keep every key.
+        let mut window: Option<u64> = None;
         match filter {
-            Filter::Exact => {
-                for i in mine {
-                    let key = work.key(i);
-                    new.push(!self.exact.contains(key) && self.exact.insert(key.into()));
-                }
-            }
+            Filter::Exact => hits.extend(hashes.map(|h| self.exact.contains(&h))),
             Filter::Bloom(f) => {
-                f.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
+                f.contains_many_hashes(hashes, &mut hits);
             }
             Filter::Remember(m) => {
-                m.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
+                m.contains_many_hashes(hashes, &mut hits);
             }
-            Filter::Growing(f) => {
-                for i in mine {
-                    match f.insert_hash(work.hashes[i]) {
-                        Ok(n) => new.push(n),
-                        Err(e) => {
-                            decided.failed = Some((i, format!("cannot insert: {e}")));
-                            break;
-                        }
-                    }
-                }
-            }
+            Filter::Growing(f) => hits.extend(hashes.map(|h| f.contains_hash(h))),
             Filter::Windowed {
                 filter,
                 clock,
                 period,
-                from_records,
+                from_records: false,
             } => {
+                // The wall clock, read once a chunk: the filter rotates now. A key is tagged
+                // with the generation it was found new in.
                 let period = period.as_nanos() as u64;
-                let tick = |t: u64, shard: &mut Self| {
-                    clock.set(Duration::from_nanos(t));
-                    if t / period != shard.period_index {
-                        shard.period_index = t / period;
-                        filter.maintain();
-                    }
-                };
                 let wall = now().as_nanos() as u64;
-                if !*from_records {
-                    tick(wall, self);
+                clock.set(Duration::from_nanos(wall));
+                if wall / period != self.period_index {
+                    self.period_index = wall / period;
+                    filter.maintain();
                 }
+                let generation = filter.generation();
+                window = Some(u64::from(filter.generations()));
+                filter.contains_many_hashes(hashes, &mut hits);
+                tags.resize(hits.len(), generation);
+            }
+            Filter::Windowed {
+                filter,
+                period,
+                from_records: true,
+                ..
+            } => {
+                // The records' times: the filter rotates as their keys are committed (in
+                // [`commit`](Self::commit)), so a lookup asks for the generations that will
+                // be live at the record's period, `self.period_index` being the filter's. A
+                // key is tagged with its record's period.
+                let period = period.as_nanos() as u64;
+                let g = u64::from(filter.generations());
+                let span = period.saturating_mul(g - 1);
                 // A record dated past the wall clock by more than the window would forget
                 // every key and hold the clock there: refused.
-                let window = period.saturating_mul(u64::from(filter.generations()));
-                let latest = wall.saturating_add(window);
-                for i in mine {
-                    if *from_records && work.times[i] > self.time {
-                        if work.times[i] > latest {
-                            decided.failed = Some((
-                                i,
-                                "its time is more than --window after the wall clock (it \
-                                 would forget every key, and hold the clock there)"
-                                    .to_string(),
-                            ));
-                            break;
-                        }
-                        self.time = work.times[i];
-                        tick(self.time, self);
+                let latest = (now().as_nanos() as u64).saturating_add(span);
+                let mut refused = None;
+                for (at, &i) in mine.iter().enumerate() {
+                    let t = work.times[i];
+                    if t > latest {
+                        decided.failed = Some((
+                            i,
+                            "its time is more than --window after the wall clock (it would \
+                             forget every key, and hold the clock there)"
+                                .to_string(),
+                        ));
+                        refused = Some(at);
+                        break;
                     }
-                    new.push(filter.insert_hash(work.hashes[i]));
+                    if t >= self.time {
+                        self.time = t;
+                    } else {
+                        decided.late += 1;
+                        if self.time - t > span {
+                            decided.very_late += 1;
+                        }
+                    }
+                    let at_period = self.time / period;
+                    let ahead = at_period.saturating_sub(self.period_index);
+                    let since = (filter.generation() + ahead + 1).saturating_sub(g);
+                    hits.push(filter.contains_hash_since(work.hashes[i], since));
+                    tags.push(at_period);
                 }
+                if let Some(at) = refused {
+                    mine.truncate(at);
+                }
+                window = Some(g);
             }
         }
+        tags.resize(hits.len(), 0);
+        let map = match filter {
+            Filter::Remember(m) => Some(m),
+            _ => None,
+        };
+        decided
+            .new
+            .extend(mine.iter().zip(&hits).zip(&tags).map(|((&i, &hit), &tag)| {
+                let hash = work.hashes[i];
+                let live = |pending: u64| window.is_none_or(|g| tag - pending < g);
+                let new = match map {
+                    // A bucket holds the last key that went there: a pending key has evicted
+                    // the one the map holds in its bucket, so the decisions are those of a
+                    // map that took every key at once, however late the commits come.
+                    Some(m) => match self.buckets.get(&bucket(m, hash)) {
+                        Some((last, _)) => last.h2.max(1) != hash.h2.max(1),
+                        None => !hit,
+                    },
+                    None => !hit && !self.pending.get(hash).is_some_and(live),
+                };
+                if new {
+                    match map {
+                        Some(m) => {
+                            // The record's place as its tag: the bucket's entry is this one's.
+                            let place = work.seq << 32 | i as u64;
+                            self.pending.add(work.seq, i, hash, place);
+                            self.buckets.insert(bucket(m, hash), (hash, place));
+                        }
+                        None => self.pending.add(work.seq, i, hash, tag),
+                    }
+                }
+                new
+            }));
+        self.mine = mine;
+        self.hits = hits;
+        self.tags = tags;
         decided
     }
+
+    /// Inserts into the structure the pending keys of the records before `cut`, in input
+    /// order. A windowed filter on the records' times rotates to each key's period first; a
+    /// key whose generation (or period) left the window meanwhile is not inserted.
+    fn commit(&mut self, filter: &Filter, cut: Cut) -> Result<(), String> {
+        let exact = &mut self.exact;
+        let buckets = &mut self.buckets;
+        let period_index = &mut self.period_index;
+        self.pending.commit(cut, |hash, tag| {
+            match filter {
+                Filter::Exact => {
+                    exact.insert(hash);
+                }
+                Filter::Bloom(f) => {
+                    f.insert_hash(hash);
+                }
+                Filter::Remember(m) => {
+                    m.insert_hash(hash);
+                    // Unless a later record went there.
+                    let b = bucket(m, hash);
+                    if buckets.get(&b) == Some(&(hash, tag)) {
+                        buckets.remove(&b);
+                    }
+                }
+                Filter::Growing(f) => {
+                    f.insert_hash(hash)
+                        .map_err(|e| format!("cannot insert: {e}"))?;
+                }
+                Filter::Windowed {
+                    filter,
+                    clock,
+                    period,
+                    from_records,
+                } => {
+                    let g = u64::from(filter.generations());
+                    if *from_records {
+                        if tag > *period_index {
+                            // The start of the key's period: the rotations up to it are due.
+                            clock.set(Duration::from_nanos(
+                                tag.saturating_mul(period.as_nanos() as u64),
+                            ));
+                            filter.maintain();
+                            *period_index = tag;
+                        }
+                        if *period_index - tag < g {
+                            filter.insert_hash(hash);
+                        }
+                    } else if filter.generation() - tag < g {
+                        filter.insert_hash(hash);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
 }
+
+/// The overwrite map's bucket of a key (the map's own: the high half of `h1 × buckets`).
+fn bucket(map: &seen::OverwriteMap, hash: Hash128) -> u64 {
+    ((u128::from(hash.h1) * map.buckets() as u128) >> 64) as u64
+}
+
+/// Set when the run is ending: the shards decide no more chunks (their keys could not be
+/// committed).
+static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Hands a prepared chunk to every shard; each decides what is ready in order. Returns the
 /// chunks this call completed (all shards decided), for the writer.
@@ -350,6 +547,7 @@ fn decide_in_shards(
     work: Arc<Work>,
     shards: &[Mutex<Shard>],
     filter: &Filter,
+    written: &AtomicU64,
     mut done: impl FnMut(Arc<Work>),
 ) {
     let n = shards.len();
@@ -357,12 +555,19 @@ fn decide_in_shards(
         let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
         shard.ready.insert(work.seq, Arc::clone(&work));
         loop {
+            if STOPPING.load(Ordering::SeqCst) {
+                return;
+            }
             let next = shard.next;
             let Some(ready) = shard.ready.remove(&next) else {
                 break;
             };
             shard.next += 1;
-            let decided = shard.decide(filter, &ready, s, n);
+            let cut = Cut {
+                chunk: written.load(Ordering::Acquire),
+                record: 0,
+            };
+            let decided = shard.decide(filter, &ready, s, n, cut);
             let _ = ready.decided[s].set(decided);
             if ready.undecided.fetch_sub(1, Ordering::AcqRel) == 1 {
                 done(ready);
@@ -478,12 +683,36 @@ impl Reader {
     }
 }
 
+/// Why a run stopped before the end of its input.
+enum Stop {
+    /// A record that cannot be keyed or decided, or an input that cannot be read: the run
+    /// fails, and the state is not saved.
+    Input(Failure),
+    /// A write failed ([`Output`] knows where and why).
+    Output,
+}
+
+/// How a run that did not fail ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// At the end of its input (or of its output's reader).
+    Done,
+    /// By SIGINT or SIGTERM.
+    Interrupted,
+}
+
+/// The exit status after the reader of the output went away, as a tool killed by SIGPIPE
+/// reports it (`seq 10 | head -1` leaves `seq` with 141 in `PIPESTATUS`).
+const BROKEN_PIPE_STATUS: i32 = 141;
+
 /// The in-order end of a run: writes, counts, saves.
 struct Sequencer {
     args: Dedup,
     filter: Arc<Filter>,
     shards: Arc<[Mutex<Shard>]>,
-    out: BufWriter<io::Stdout>,
+    out: Output,
+    /// The chunks whose records are all written, for the shards to commit.
+    written: Arc<AtomicU64>,
     terminator: u8,
     names: Vec<String>,
     /// The input being counted, and its records so far (for error messages).
@@ -491,19 +720,39 @@ struct Sequencer {
     input_records: u64,
     records: u64,
     new: u64,
+    /// Records without a key (`--missing-key print`), printed undecided.
+    keyless: u64,
+    /// With --time-field: records older than the clock, and more than the window older.
+    late: u64,
+    very_late: u64,
     bytes: u64,
     started: Instant,
     progress: Option<indicatif::ProgressBar>,
     last_draw: Instant,
+    /// Past a fixed size: warned once.
+    overfill: Overfill,
     /// Whether a pipeline's writer loop ends an interrupted run (else the signal's thread).
     pipeline: bool,
     /// Set once the run has ended (normally, by a failure, or interrupted).
     finished: bool,
 }
 
+/// A structure that can be filled past what it was sized for: the count of new keys it
+/// holds, to warn once (on standard error, `--stats` or not) when it passes its capacity.
+pub(super) struct Overfill {
+    /// The capacity, of the whole filter or of each period.
+    pub(super) capacity: Option<u64>,
+    /// Per period (a windowed filter's generation), not for the whole filter.
+    pub(super) per_period: bool,
+    /// The keys held (in the current generation, per period).
+    pub(super) count: u64,
+    pub(super) generation: u64,
+    pub(super) warned: bool,
+}
+
 impl Sequencer {
     /// Writes one decided chunk (the next in input order) and counts it.
-    fn consume(&mut self, work: &Work) -> Result<(), Failure> {
+    fn consume(&mut self, work: &Work) -> Result<(), Stop> {
         if work.input != self.input {
             self.input = work.input;
             self.input_records = 0;
@@ -522,36 +771,54 @@ impl Sequencer {
             {
                 failed = Some((*i, why));
             }
+            self.late += d.late;
+            self.very_late += d.very_late;
         }
         let decided = failed.map_or(work.ends.len(), |(i, _)| i);
-        let mut run: Option<(usize, usize)> = None;
+        let new_before = self.new;
+        // The run of records to print: its first record, and its bytes.
+        let mut run: Option<(usize, usize, usize)> = None;
         let starts = std::iter::once(0).chain(work.ends.iter().map(|&e| e + 1));
         for (i, (start, &end)) in starts.zip(&work.ends).take(decided).enumerate() {
-            let shard = if shards == 1 {
-                0
-            } else {
-                shard_of(work.hashes[i], shards)
+            let print = match work.shard(i, shards) {
+                Some(shard) => {
+                    let is_new = *cursors[shard]
+                        .next()
+                        .expect("every shard decided its records");
+                    self.new += u64::from(is_new);
+                    !self.args.count && is_new != self.args.repeated
+                }
+                None => {
+                    self.keyless += 1;
+                    !self.args.count && !self.args.repeated
+                }
             };
-            let is_new = *cursors[shard]
-                .next()
-                .expect("every shard decided its records");
-            self.new += u64::from(is_new);
-            if self.args.count || is_new == self.args.repeated {
-                if let Some((s, e)) = run.take() {
-                    self.write_run(&work.bytes, s, e)?;
+            if !print {
+                if let Some((first, s, e)) = run.take() {
+                    self.out
+                        .run(work.seq, first, &work.bytes[s..e])
+                        .map_err(|_| Stop::Output)?;
                 }
                 continue;
             }
             // Records are back to back, and a dropped one ends the run above: a kept record
             // extends the run, or starts one.
-            run = Some((run.map_or(start, |(s, _)| s), end));
+            run = Some(run.map_or((i, start, end), |(first, s, _)| (first, s, end)));
         }
-        if let Some((s, e)) = run {
-            self.write_run(&work.bytes, s, e)?;
+        if let Some((first, s, e)) = run {
+            self.out
+                .run(work.seq, first, &work.bytes[s..e])
+                .map_err(|_| Stop::Output)?;
         }
         self.records += decided as u64;
         self.input_records += decided as u64;
         self.bytes += work.bytes.len() as u64;
+        if failed.is_none() {
+            self.out.chunk_done(work.seq).map_err(|_| Stop::Output)?;
+            self.written
+                .store(self.out.written_chunks(), Ordering::Release);
+        }
+        self.check_overfill(self.new - new_before);
         self.draw();
         let name = &self.names[work.input];
         if let Some((_, why)) = failed {
@@ -560,24 +827,47 @@ impl Sequencer {
             } else {
                 "record"
             };
-            return Err(Failure(format!(
+            return Err(Stop::Input(Failure(format!(
                 "{name}, {unit} {}: {why}",
                 self.input_records + 1
-            )));
+            ))));
         }
         if let Some(why) = &work.failed {
-            return Err(Failure(format!("cannot read {name}: {why}")));
+            return Err(Stop::Input(Failure(format!("cannot read {name}: {why}"))));
         }
         Ok(())
     }
 
-    /// Writes the records `bytes[start..end]` (whole records, the terminators between them
-    /// included) and a terminator.
-    fn write_run(&mut self, bytes: &[u8], start: usize, end: usize) -> Result<(), Failure> {
-        self.out
-            .write_all(&bytes[start..end])
-            .and_then(|()| self.out.write_all(&[self.terminator]))
-            .map_err(write_failure)
+    /// Writes the output gathered, so that the shards can commit its keys.
+    fn flush(&mut self) -> Result<(), Stop> {
+        self.out.flush().map_err(|_| Stop::Output)?;
+        self.written
+            .store(self.out.written_chunks(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Counts `new` keys into a fixed-size structure, and warns once when it passes its
+    /// capacity.
+    fn check_overfill(&mut self, new: u64) {
+        let o = &mut self.overfill;
+        let Some(capacity) = o.capacity else { return };
+        if o.per_period {
+            let generation = self.filter.generation();
+            if generation != o.generation {
+                o.generation = generation;
+                o.count = 0;
+            }
+        }
+        o.count = o.count.saturating_add(new);
+        if o.count > capacity && !o.warned {
+            o.warned = true;
+            let why = self.filter.overfill_warning(&self.args, capacity);
+            if let Some(bar) = &self.progress {
+                bar.suspend(|| say!("seen: warning: {why}"));
+            } else {
+                say!("seen: warning: {why}");
+            }
+        }
     }
 
     fn draw(&mut self) {
@@ -588,64 +878,181 @@ impl Sequencer {
         self.last_draw = Instant::now();
         let secs = self.started.elapsed().as_secs_f64().max(1e-9);
         bar.set_position(self.bytes);
-        bar.set_message(format!(
-            "{} records, {} duplicates, {:.2}M records/s",
-            indicatif::HumanCount(self.records),
-            indicatif::HumanCount(self.records - self.new),
-            self.records as f64 / secs / 1e6
+        // The time left, from the bytes left at the rate so far (files only).
+        let left = bar.length().map(|total| {
+            let rate = self.bytes as f64 / secs;
+            Duration::from_secs_f64(
+                (total.saturating_sub(self.bytes) as f64 / rate.max(1.0)).min(1e9),
+            )
+        });
+        bar.set_message(progress_message(
+            self.records,
+            self.records - self.new - self.keyless,
+            self.records as f64 / secs,
+            left,
         ));
     }
 
-    /// Ends the run: the counts (`--count`), the output flushed, the state saved, the summary
-    /// (`--stats`). `save` is false after a failure: the state file keeps the last good run.
-    fn finish(&mut self, save: bool) -> Result<(), Failure> {
+    /// Ends the run: the counts (`--count`), the output written, the keys of the records
+    /// written committed, the state saved (not after a failure: the state file keeps the last
+    /// good run), the summary (`--stats`). Returns the exit status, or the failure.
+    fn finish(&mut self, end: End, failure: Option<Failure>) -> Result<i32, Failure> {
         self.finished = true;
+        STOPPING.store(true, Ordering::SeqCst);
         if let Some(bar) = self.progress.take() {
             bar.finish_and_clear();
         }
-        if self.args.count {
-            writeln!(
-                self.out,
-                "{} new\n{} duplicates",
-                self.new,
-                self.records - self.new
-            )
-            .map_err(write_failure)?;
+        let mut counts = format!(
+            "{} new\n{} duplicates\n",
+            self.new,
+            self.records - self.new - self.keyless
+        );
+        if self.keyless > 0 {
+            counts.push_str(&format!("{} without a key\n", self.keyless));
         }
-        match self.out.flush() {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            other => other.map_err(write_failure)?,
-        }
-        if save && let Some(path) = &self.args.state {
-            self.filter
-                .save(path)
-                .map_err(|e| Failure(format!("cannot save the state {}: {e}", path.display())))?;
+        let written = if self.args.count && failure.is_none() {
+            self.out.text(&counts)
+        } else {
+            self.out.flush()
+        };
+        let pipe = self.out.broken_pipe();
+        let failure = failure.or_else(|| match written {
+            Err(e) if !pipe => Some(Failure(format!("cannot write the output: {e}"))),
+            _ => None,
+        });
+        if failure.is_none() {
+            // The keys of the records written, and no others.
+            let cut = self.out.cut();
+            for shard in self.shards.iter() {
+                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                shard.commit(&self.filter, cut).map_err(Failure)?;
+                shard.pending.clear();
+            }
+            if let Some(path) = &self.args.state {
+                SAVE.store(SAVING, Ordering::SeqCst);
+                self.filter.save(path).map_err(|e| {
+                    Failure(format!("cannot save the state {}: {e}", path.display()))
+                })?;
+            }
+            SAVE.store(SAVED, Ordering::SeqCst);
         }
         if self.args.stats {
-            let secs = self.started.elapsed().as_secs_f64();
+            self.summary();
+        }
+        if self.very_late > 0 {
             say!(
-                "seen: {} records, {} new, {} duplicates, {:.0} records/s",
-                self.records,
-                self.new,
-                self.records - self.new,
-                self.records as f64 / secs.max(1e-9)
-            );
-            say!(
-                "seen: {}",
-                self.filter.describe(exact_keys(&self.shards), &self.args)
+                "seen: warning: {} records were more than --window older than a record before \
+                 them (or than the --state's time): they were decided at the newer time, so a \
+                 repeat of an older key may have been printed again; feed records in time order",
+                self.very_late
             );
         }
-        Ok(())
+        match failure {
+            Some(failure) => Err(failure),
+            None if pipe => Ok(BROKEN_PIPE_STATUS),
+            None if end == End::Interrupted => Ok(INTERRUPTED_STATUS),
+            None => Ok(0),
+        }
+    }
+
+    /// `--stats`: two lines on standard error.
+    fn summary(&self) {
+        let secs = self.started.elapsed().as_secs_f64();
+        let duplicates = self.records - self.new - self.keyless;
+        let mut line = format!(
+            "seen: {} records: {} new, {} duplicates",
+            self.records, self.new, duplicates
+        );
+        if let Some(fpr) = self.filter.estimated_fpr() {
+            // Each new key was looked up once at a rate at most the final one (the filters
+            // only fill, past a rotation too, on the whole): an upper estimate.
+            let false_positives =
+                (self.new as f64 * fpr / (1.0 - fpr).max(f64::MIN_POSITIVE)).min(duplicates as f64);
+            line.push_str(&format!(
+                " (of which at most about {} may be false positives: new records taken for \
+                 duplicates)",
+                round_count(false_positives)
+            ));
+        }
+        if self.keyless > 0 {
+            line.push_str(&format!(", {} without a key", self.keyless));
+        }
+        line.push_str(&format!(
+            ", {:.0} records/s",
+            self.records as f64 / secs.max(1e-9)
+        ));
+        say!("{line}");
+        if self.late > 0 {
+            say!(
+                "seen: {} records were older than a record before them (or than the --state's \
+                 time), and counted at the newer time; {} of them by more than --window",
+                self.late,
+                self.very_late
+            );
+        }
+        say!(
+            "seen: {}",
+            self.filter.describe(exact_keys(&self.shards), &self.args)
+        );
     }
 }
 
-fn write_failure(e: io::Error) -> Failure {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        // The reader of the output has gone (`seen dedup | head`): stop quietly.
-        std::process::exit(0);
+/// A count estimated from a rate: whole, 0 when below one half.
+fn round_count(x: f64) -> String {
+    if x < 0.5 {
+        "0".to_string()
+    } else if x < 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{:.0}", x)
     }
-    Failure(format!("cannot write the output: {e}"))
 }
+
+/// A count in at most six characters: `999`, `12.3k`, `4.6M`, `789.0G`, `18.4E`.
+fn short_count(n: u64) -> String {
+    const UNITS: [&str; 7] = ["", "k", "M", "G", "T", "P", "E"];
+    let (mut x, mut unit) = (n as f64, 0);
+    // Below 999.95, so that one decimal never rounds up to four digits.
+    while x >= 999.95 && unit < UNITS.len() - 1 {
+        x /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        n.to_string()
+    } else {
+        format!("{x:.1}{}", UNITS[unit])
+    }
+}
+
+/// The progress bar's message: records, duplicates, records per second, and the time left.
+fn progress_message(
+    records: u64,
+    duplicates: u64,
+    per_second: f64,
+    left: Option<Duration>,
+) -> String {
+    let mut message = format!(
+        "{} rec {} dup {}/s",
+        short_count(records),
+        short_count(duplicates),
+        short_count(per_second as u64)
+    );
+    if let Some(left) = left {
+        let s = left.as_secs();
+        let left = match s {
+            0..60 => format!("{s}s"),
+            60..3_600 => format!("{}m", s / 60),
+            3_600..86_400 => format!("{}h", s / 3_600),
+            _ => format!("{}d", (s / 86_400).min(999)),
+        };
+        message.push_str(&format!(" {left} left"));
+    }
+    message
+}
+
+/// The progress bar's templates: at most 80 columns, whatever the sizes and counts.
+const PROGRESS_FILES: &str = "{bar:14} {bytes}/{total_bytes} {msg}";
+const PROGRESS_STREAM: &str = "{spinner} {bytes} {bytes_per_sec} {msg}";
 
 /// Locks the sequencer, whatever a panicking holder left.
 fn lock(m: &Mutex<Sequencer>) -> MutexGuard<'_, Sequencer> {
@@ -686,12 +1093,15 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         generations(window, period)?;
     }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
+    // Held to the end of the process: from before the state is loaded to after it is saved.
+    let _lock = args.state.as_deref().map(lock::lock).transpose()?;
     let filter = Arc::new(Filter::open(args)?);
+    let overfill = filter.overfill();
     let keyer = Keyer {
         key,
         time,
         delimiter,
-        keep_keys: matches!(*filter, Filter::Exact),
+        missing: args.missing_key,
     };
     let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
         vec![None]
@@ -721,14 +1131,10 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     let progress = (!args.no_progress && io::stderr().is_terminal()).then(|| {
         let bar = match total {
             Some(len) => indicatif::ProgressBar::new(len).with_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg} ({eta} left)",
-                )
-                .expect("a valid template"),
+                indicatif::ProgressStyle::with_template(PROGRESS_FILES).expect("a valid template"),
             ),
             None => indicatif::ProgressBar::new_spinner().with_style(
-                indicatif::ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
-                    .expect("a valid template"),
+                indicatif::ProgressStyle::with_template(PROGRESS_STREAM).expect("a valid template"),
             ),
         };
         bar.with_finish(indicatif::ProgressFinish::AndClear)
@@ -745,26 +1151,42 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     } else {
         threads
     };
-    let shards: Arc<[Mutex<Shard>]> = (0..shards).map(|_| Mutex::default()).collect();
+    let (time, period_index) = filter.start();
+    let shards: Arc<[Mutex<Shard>]> = (0..shards)
+        .map(|_| {
+            Mutex::new(Shard {
+                time,
+                period_index,
+                ..Shard::default()
+            })
+        })
+        .collect();
+    let out =
+        Output::stdout(terminator).map_err(|e| Failure(format!("cannot write the output: {e}")))?;
     let sequencer = Arc::new(Mutex::new(Sequencer {
         args: args.clone(),
         filter: Arc::clone(&filter),
         shards: Arc::clone(&shards),
-        out: BufWriter::with_capacity(1 << 17, io::stdout()),
+        out,
+        written: Arc::new(AtomicU64::new(0)),
         terminator,
         names,
         input: 0,
         input_records: 0,
         records: 0,
         new: 0,
+        keyless: 0,
+        late: 0,
+        very_late: 0,
         bytes: 0,
         started: Instant::now(),
         progress,
         last_draw: Instant::now(),
+        overfill,
         pipeline: threads > 1,
         finished: false,
     }));
-    on_interrupt(Arc::clone(&sequencer));
+    on_interrupt(Arc::clone(&sequencer), args.state.is_some());
     let reader = Reader::new(inputs, terminator);
     let result = if threads <= 1 {
         one_thread(reader, &keyer, &filter, &shards, &sequencer, terminator)
@@ -774,14 +1196,15 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         )
     };
     let mut s = lock(&sequencer);
-    match result {
-        Ok(()) => s.finish(true),
-        Err(failure) => {
-            // Write out what was decided; keep the last good state.
-            let _ = s.finish(false);
-            Err(failure)
-        }
+    let status = match result {
+        Ok(()) | Err(Stop::Output) => s.finish(End::Done, None),
+        // Write out what was decided; keep the last good state.
+        Err(Stop::Input(failure)) => s.finish(End::Done, Some(failure)),
+    }?;
+    if status != 0 {
+        std::process::exit(status);
     }
+    Ok(())
 }
 
 /// The keys in the exact set's shards.
@@ -795,6 +1218,13 @@ fn exact_keys(shards: &[Mutex<Shard>]) -> usize {
 /// Whether SIGINT or SIGTERM arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// How far the state's save got, for a second signal: [`UNSAVED`], [`SAVING`] or [`SAVED`]
+/// (also when there is nothing to save).
+static SAVE: AtomicU8 = AtomicU8::new(UNSAVED);
+const UNSAVED: u8 = 0;
+const SAVING: u8 = 1;
+const SAVED: u8 = 2;
+
 /// A signal this soon after the first is the same one delivered twice (GNU `timeout` sends
 /// the signal it forwards to the command and to its process group), not a second one.
 const SAME_SIGNAL: Duration = Duration::from_millis(250);
@@ -802,16 +1232,24 @@ const SAME_SIGNAL: Duration = Duration::from_millis(250);
 /// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
 /// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
 /// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) exits at
-/// once; the state file then keeps its last complete save (a save is renamed into place
-/// whole).
-fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>) {
+/// once: with status 130 if the state is saved (or there is none), else with status 2 and a
+/// line saying that the state file keeps its previous save (a save is renamed into place
+/// whole; the temporary file it leaves is removed by the next save).
+fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
     static FIRST: OnceLock<Instant> = OnceLock::new();
     let installed = ctrlc::set_handler(move || {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             if FIRST.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
                 return;
             }
-            std::process::exit(INTERRUPTED_STATUS);
+            if !state || SAVE.load(Ordering::SeqCst) == SAVED {
+                std::process::exit(INTERRUPTED_STATUS);
+            }
+            say!(
+                "seen: interrupted again before --state was saved: it keeps its previous \
+                 save, without the records printed by this run (the next run prints them again)"
+            );
+            std::process::exit(2);
         }
         let _ = FIRST.set(Instant::now());
         let sequencer = Arc::clone(&sequencer);
@@ -834,14 +1272,16 @@ fn interrupted(s: &mut Sequencer) {
     if s.finished {
         return;
     }
-    let status = match s.finish(true) {
-        Ok(()) => INTERRUPTED_STATUS,
+    let status = match s.finish(End::Interrupted, None) {
+        Ok(status) => status,
         Err(Failure(why)) => {
             say!("seen: {why}");
             2
         }
     };
-    say!("seen: interrupted after {} records", s.records);
+    if status == INTERRUPTED_STATUS {
+        say!("seen: interrupted after {} records", s.records);
+    }
     std::process::exit(status);
 }
 
@@ -853,26 +1293,30 @@ fn one_thread(
     shards: &[Mutex<Shard>],
     sequencer: &Mutex<Sequencer>,
     terminator: u8,
-) -> Result<(), Failure> {
+) -> Result<(), Stop> {
     let mut spare = Work::default();
     while let Some(mut work) = reader.next(spare) {
         work.prepare(keyer, filter, terminator, 1);
-        // The sequencer is held from the decisions to the write: a signal's thread that saves
-        // the state between them would save keys whose records are never written.
+        // The sequencer is held from the decisions to the write: a signal's thread that ends
+        // the run between them would find a chunk decided and not written.
         let mut s = lock(sequencer);
         if s.finished {
             // Interrupted, and ended by the signal's thread.
             return Ok(());
         }
+        let written = Cut {
+            chunk: s.out.written_chunks(),
+            record: 0,
+        };
         let mut shard = shards[0].lock().unwrap_or_else(PoisonError::into_inner);
-        let decided = shard.decide(filter, &work, 0, 1);
+        let decided = shard.decide(filter, &work, 0, 1, written);
         drop(shard);
         let _ = work.decided[0].set(decided);
         s.consume(&work)?;
         // A short chunk: the input trickles in (a pipe, a terminal), and the next read may
         // wait: let the output out first.
         if work.bytes.len() < CHUNK / 2 {
-            s.out.flush().map_err(write_failure)?;
+            s.flush()?;
         }
         spare = work;
     }
@@ -898,8 +1342,9 @@ fn pipeline(
     sequencer: &Mutex<Sequencer>,
     terminator: u8,
     threads: usize,
-) -> Result<(), Failure> {
+) -> Result<(), Stop> {
     use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
+    let written = Arc::clone(&lock(sequencer).written);
     // The chunks in flight, read but not yet written: their buffers circulate, so the
     // reader waits when the writer falls behind.
     let in_flight = 4 * threads;
@@ -930,12 +1375,16 @@ fn pipeline(
     let keyer = Arc::new(keyer);
     for _ in 0..threads {
         let (input, output) = (for_workers.clone(), to_writer.clone());
-        let (keyer, filter, shards) =
-            (Arc::clone(&keyer), Arc::clone(&filter), Arc::clone(&shards));
+        let (keyer, filter, shards, written) = (
+            Arc::clone(&keyer),
+            Arc::clone(&filter),
+            Arc::clone(&shards),
+            Arc::clone(&written),
+        );
         std::thread::spawn(move || {
             for mut work in input {
                 work.prepare(&keyer, &filter, terminator, shards.len());
-                decide_in_shards(Arc::new(work), &shards, &filter, |done| {
+                decide_in_shards(Arc::new(work), &shards, &filter, &written, |done| {
                     let _ = output.send(done);
                 });
             }
@@ -946,10 +1395,15 @@ fn pipeline(
     let mut next = 0u64;
     // Once interrupted: the number of chunks read, all of which are written before the end.
     let mut last: Option<u64> = None;
+    // A failed run reads no more.
+    let stop = |why: Stop| {
+        intake.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+        why
+    };
     loop {
         while let Some(work) = pending.remove(&next) {
             next += 1;
-            lock(sequencer).consume(&work)?;
+            lock(sequencer).consume(&work).map_err(stop)?;
             // The buffers go back to the reader (a fresh set if a worker still holds these).
             let _ = recycle.try_send(Arc::try_unwrap(work).unwrap_or_default());
         }
@@ -966,7 +1420,7 @@ fn pipeline(
         let work = match for_writer.try_recv() {
             Ok(work) => Ok(work),
             Err(_) => {
-                lock(sequencer).out.flush().map_err(write_failure)?;
+                lock(sequencer).flush().map_err(stop)?;
                 for_writer.recv_timeout(Duration::from_millis(100))
             }
         };
@@ -977,5 +1431,59 @@ fn pipeline(
             Err(RecvTimeoutError::Timeout) => lock(sequencer).draw(),
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The progress line fits an 80-column terminal with the widest sizes, counts, rates and
+    /// times left (drawn on a wider one, so that nothing is cut to fit).
+    #[test]
+    fn the_progress_line_fits_80_columns() {
+        use indicatif::{InMemoryTerm, ProgressBar, ProgressDrawTarget, ProgressStyle};
+        let widest = [999_999_999_999, 999_999_999_999];
+        for (template, total) in [
+            (PROGRESS_FILES, Some(1023 << 30)),
+            (PROGRESS_FILES, Some(u64::MAX)),
+            (PROGRESS_STREAM, None),
+        ] {
+            let term = InMemoryTerm::new(3, 400);
+            let target = ProgressDrawTarget::term_like(Box::new(term.clone()));
+            let bar = ProgressBar::with_draw_target(total, target)
+                .with_style(ProgressStyle::with_template(template).unwrap());
+            bar.set_position(total.map_or(1023 << 30, |t| t / 2 + 1) | 0x3ff_0000_0000);
+            let left = total.map(|_| Duration::from_secs(999 * 86_400));
+            bar.set_message(progress_message(widest[0], widest[1], 999.9e9, left));
+            bar.tick();
+            let drawn = term.contents();
+            assert!(drawn.contains("left") || total.is_none(), "{drawn:?}");
+            for line in drawn.lines() {
+                let width = line.trim_end().chars().count();
+                assert!(width <= 80, "{width} columns: {line:?}");
+            }
+            assert!(drawn.contains("rec"), "nothing drawn: {drawn:?}");
+        }
+    }
+
+    #[test]
+    fn counts_take_at_most_six_characters() {
+        for n in [
+            0,
+            999,
+            1_000,
+            999_949,
+            999_999,
+            1_000_000,
+            999_999_999_999,
+            u64::MAX,
+        ] {
+            assert!(short_count(n).len() <= 6, "{n}: {}", short_count(n));
+        }
+        assert_eq!(short_count(12_345), "12.3k");
+        assert_eq!(round_count(0.2), "0");
+        assert_eq!(round_count(3.26), "3.3");
+        assert_eq!(round_count(1234.4), "1234");
     }
 }

@@ -69,7 +69,7 @@ pub(crate) fn format_duration(d: std::time::Duration) -> String {
     ];
     units
         .into_iter()
-        .find(|&(unit, _)| ms % unit == 0)
+        .find(|&(unit, _)| ms.is_multiple_of(unit))
         .map_or(format!("{ms}ms"), |(unit, name)| {
             format!("{}{name}", ms / unit)
         })

@@ -83,9 +83,37 @@ fn keys_from_a_field_nul_records_repeated_and_count() {
         input,
     );
     assert_eq!(out.stdout, b"3 new\n2 duplicates\n");
-    // A missing field is the empty key.
-    let out = seen(&["dedup", "--exact", "-f", "3", "-d", ","], input);
-    assert_eq!(out.stdout, b"1,a\n");
+    // A missing field is no key: an error at its line, not a key shared by every such record
+    // (which would drop all of them but the first); or printed, never deduplicated.
+    for threads in ["1", "2"] {
+        let args = [
+            "dedup",
+            "--exact",
+            "-f",
+            "3",
+            "-d",
+            ",",
+            "--threads",
+            threads,
+        ];
+        let out = seen(&args, input);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("seen: standard input, line 1: no field 3"),
+            "{err}"
+        );
+        let out = seen(&[&args[..], &["--missing-key", "print"]].concat(), input);
+        assert!(out.status.success());
+        assert_eq!(out.stdout, input);
+        let out = seen(
+            &[&args[..], &["--missing-key", "print", "--stats"]].concat(),
+            b"1,a,x\n2\n1,b,x\n3\n",
+        );
+        assert_eq!(out.stdout, b"1,a,x\n2\n3\n");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("2 without a key"), "{err}");
+    }
     let out = seen(&["dedup", "-z", "--exact"], b"a\nb\0a\nb\0c");
     assert_eq!(out.stdout, b"a\nb\0c\0");
     // A last line without its newline is printed with one, as awk does.
@@ -128,11 +156,12 @@ fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
     std::fs::create_dir_all(&dir).unwrap();
     let state = dir.join("state.seen");
     let state_arg = state.to_str().unwrap();
+    // The default grows; --fixed does not.
     for grow in [false, true] {
         let _ = std::fs::remove_file(&state);
         let mut args = vec!["dedup", "--state", state_arg, "--capacity", "1000"];
-        if grow {
-            args.push("--grow");
+        if !grow {
+            args.push("--fixed");
         }
         let first = seen(&args, b"a\nb\n");
         assert_eq!(first.stdout, b"a\nb\n", "grow {grow}");
@@ -145,19 +174,25 @@ fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
         // Another configuration, or the other structure: a one-line error, the state kept.
         let before = std::fs::read(&state).unwrap();
         let mut other = vec!["dedup", "--state", state_arg, "--capacity", "2000"];
-        if grow {
-            other.push("--grow");
+        if !grow {
+            other.push("--fixed");
         }
         let out = seen(&other, b"x\n");
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("--capacity 1000"));
         let mut flipped = vec!["dedup", "--state", state_arg, "--capacity", "1000"];
-        if !grow {
-            flipped.push("--grow");
+        if grow {
+            flipped.push("--fixed");
         }
         let out = seen(&flipped, b"x\n");
         assert_eq!(out.status.code(), Some(2), "grow {grow}");
-        assert!(String::from_utf8_lossy(&out.stderr).starts_with("seen: cannot load the state"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        if grow {
+            assert!(err.starts_with("seen: cannot load the state"), "{err}");
+        } else {
+            // A fixed filter where the default now grows: the message says which flag.
+            assert!(err.contains("pass --fixed"), "{err}");
+        }
         assert_eq!(
             std::fs::read(&state).unwrap(),
             before,
@@ -177,12 +212,30 @@ fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
 fn json_keys_and_bad_json_records() {
     let input = b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"user\":{\"id\":1},\"x\":2}\n{\"user\":{\"id\":\"1\"}}\n{\"other\":3}\n{}\n";
     let out = seen(&["dedup", "--exact", "--json-key", "user.id"], input);
+    // The records without the path are an error at the first of them (line 5).
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("seen: standard input, line 5: no key at user.id"),
+        "{err}"
+    );
+    let out = seen(
+        &[
+            "dedup",
+            "--exact",
+            "--json-key",
+            "user.id",
+            "--missing-key",
+            "print",
+        ],
+        input,
+    );
     assert!(out.status.success());
     // 1 and 2 are new; the second 1 is not; the string "1" is the same text as the number 1
-    // (a string's key is its text); the records without the path share the empty key.
+    // (a string's key is its text); the records without the path are printed, undecided.
     assert_eq!(
         out.stdout,
-        b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"other\":3}\n"
+        b"{\"user\":{\"id\":1},\"x\":1}\n{\"user\":{\"id\":2}}\n{\"other\":3}\n{}\n"
     );
     let cases = [
         (

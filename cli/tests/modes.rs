@@ -62,11 +62,15 @@ fn a_window_forgets_keys_after_it() {
     let t0 = 1_700_000_000u64 / day * day; // midnight
     let records = [
         (0, "a"),           // new
+        (day - 1, "d"),     // new, in the last second of day 0
         (3 * day, "a"),     // 3 days: a duplicate
         (3 * day, "b"),     // new
         (2 * day, "c"),     // older than the record before: counts at day 3
         (7 * day + 5, "a"), // 7 days later, inside the 8-day window: a duplicate
+        (9 * day - 2, "d"), // 8 days less a second: inside the window, a duplicate
+        (8 * day + 5, "a"), // 8 days and 5 s, just past it: kept to the end of day 8
         (9 * day, "a"),     // 9 days: forgotten, new again
+        (9 * day + 1, "d"), // 8 days and 2 s: forgotten at the start of day 9
         (9 * day, "b"),     // b is 6 days old: a duplicate
         (12 * day, "c"),    // c counted at day 3: 9 days, new again
     ];
@@ -87,7 +91,9 @@ fn a_window_forgets_keys_after_it() {
             .as_bytes(),
         );
     }
-    let want = [true, false, true, true, false, true, false, true];
+    let want = [
+        true, true, false, true, true, false, false, false, true, true, false, true,
+    ];
     let keep = |input: &[u8]| -> Vec<u8> {
         input
             .split_inclusive(|&b| b == b'\n')
@@ -150,7 +156,7 @@ fn a_window_forgets_keys_after_it() {
 
 /// The date `days` after 1970-01-01, as YYYY-MM-DD (a civil-calendar walk, for the test).
 fn date(mut days: u64) -> String {
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let mut y = 1970;
     while days >= if leap(y) { 366 } else { 365 } {
         days -= if leap(y) { 366 } else { 365 };
@@ -244,12 +250,12 @@ fn bad_times_and_windows_are_one_line_errors() {
         (
             &["dedup", "--window", "10d", "--period", "3d"],
             b"a\n",
-            "--window 10d must be 1 to 63 times --period 3d",
+            "--window 10d must be 1 to 62 times --period 3d",
         ),
         (
-            &["dedup", "--window", "64d", "--period", "1d"],
+            &["dedup", "--window", "63d", "--period", "1d"],
             b"a\n",
-            "1 to 63 times",
+            "1 to 62 times",
         ),
         (
             &[
@@ -393,7 +399,7 @@ fn a_window_state_names_its_window() {
             "--state",
             state,
             "--window",
-            "63d",
+            "62d",
             "--period",
             "1d",
         ],
@@ -402,7 +408,7 @@ fn a_window_state_names_its_window() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.contains("holds a window of 7 generations of 1d (--window 7d --period 1d), not --window 63d --period 1d"),
+        err.contains("holds a window of 8 generations of 1d (--window 7d --period 1d), not --window 62d --period 1d"),
         "{err}"
     );
     assert_eq!(seen(&args, b"a\nb\n").stdout, b"b\n");

@@ -370,7 +370,7 @@ fn grow_keeps_growing_past_63_times_the_capacity() {
 /// does not say what to change. The error must name `--fpr` and the smallest one that works.
 #[test]
 fn a_window_whose_fpr_is_too_low_says_which_fpr_works() {
-    for window in [["1d", "1h"], ["63d", "1d"]] {
+    for window in [["1d", "1h"], ["62d", "1d"]] {
         let out = seen(
             &["dedup", "--window", window[0], "--period", window[1]],
             b"a\n",
@@ -479,7 +479,17 @@ fn an_unwritable_standard_error_or_output_is_no_panic() {
 #[test]
 fn a_json_path_through_an_array_takes_the_element() {
     let input = b"{\"u\":[{\"id\":5}]}\n{\"u\":[{\"id\":6}]}\n{\"u\":[{\"id\":5}]}\n{\"u\":[]}\n";
-    let out = seen(&["dedup", "--exact", "--json-key", "u.0.id"], input);
+    let out = seen(
+        &[
+            "dedup",
+            "--exact",
+            "--json-key",
+            "u.0.id",
+            "--missing-key",
+            "print",
+        ],
+        input,
+    );
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

@@ -125,7 +125,7 @@ fn sigint_and_sigterm_save_what_was_written() {
         assert_eq!(code, Some(130), "{case}: {err}");
         assert!(rest.is_empty(), "{case}: {rest:?}");
         assert!(err.contains("interrupted after 5 records"), "{case}: {err}");
-        assert_eq!(files_in(&dir), ["state.seen"], "{case}");
+        assert_eq!(files_in(&dir), ["state.seen", "state.seen.lock"], "{case}");
         // The next run remembers a, b and c.
         let out = seen(&args, b"a\nd\nc\nb\ne\n");
         assert!(out.status.success(), "{case}");
@@ -156,7 +156,7 @@ fn a_killed_run_leaves_the_last_saved_state() {
         let (code, _, _) = run.wait();
         assert_eq!(code, None, "killed by a signal");
         assert_eq!(std::fs::read(&state).unwrap(), saved, "--threads {threads}");
-        assert_eq!(files_in(&dir), ["state.seen"]);
+        assert_eq!(files_in(&dir), ["state.seen", "state.seen.lock"]);
     }
     // The next run has a and b, not x (its run never finished).
     assert_eq!(seen(&args, b"a\nx\nb\n").stdout, b"x\n");

@@ -429,6 +429,37 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.held(block * self.stride, mask, self.live(epoch), Relaxed)
     }
 
+    /// [`contains_hash`](Self::contains_hash) in the live generations numbered `since` or
+    /// later only: for a caller whose time runs ahead of the filter's (rotations it will do
+    /// once earlier inserts are done), and which asks what the window will hold then: with
+    /// `r` rotations to come, `since` is `generation() + r + 1 - G`. Never writes; as
+    /// concurrent as `contains_hash`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// f.insert("a"); // generation 0
+    /// f.rotate();
+    /// f.insert("b"); // generation 1
+    /// let h = |k: &str| seen::hash::ItemHasher::hash_item(f.hasher(), k);
+    /// assert!(f.contains_hash_since(h("a"), 0) && f.contains_hash_since(h("b"), 0));
+    /// assert!(!f.contains_hash_since(h("a"), 1) && f.contains_hash_since(h("b"), 1));
+    /// assert!(!f.contains_hash_since(h("b"), 2));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains_hash_since(&self, hash: Hash128, since: u64) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let epoch = self.epoch.0.load(Acquire);
+        let first = since.max((epoch + 1).saturating_sub(u64::from(self.sizing.generations)));
+        if first > epoch {
+            return false;
+        }
+        let slots = (first..=epoch).fold(0, |slots, e| slots | 1 << self.slot(e));
+        self.held(block * self.stride, mask, slots, Relaxed)
+    }
+
     /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
     /// returns how many were `true`. Faster than a loop of `contains` on a window larger than
     /// the caches: it hashes a group of items, reads every item's line, then tests them, so
@@ -852,6 +883,31 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// The current generation's number: 0 when built, one more at each rotation.
     pub fn generation(&self) -> u64 {
         self.epoch.0.load(Acquire)
+    }
+
+    /// When the next rotation is due, as a time of the clock (since the UNIX epoch): `None`
+    /// for the count and manual modes, and once the next rotation would be past the year 2554.
+    /// A loaded filter's comes from its file.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let day = Duration::from_secs(86_400);
+    /// let clock = seen::clock::ManualClock::new(day * 20_000 + Duration::from_secs(5));
+    /// let f = seen::WindowedBloomFilter::builder(1000)
+    ///     .rotate_every_aligned(day)
+    ///     .clock(clock)
+    ///     .build()?;
+    /// assert_eq!(f.next_rotation(), Some(day * 20_001)); // the next midnight
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn next_rotation(&self) -> Option<Duration> {
+        match self.rotation {
+            Rotation::Every(_) | Rotation::EveryAligned(_) => {
+                let due = self.next_due.load(Relaxed);
+                (due != u64::MAX).then(|| Duration::from_nanos(due))
+            }
+            _ => None,
+        }
     }
 
     /// The number of live generations a lookup checks, `G`.

@@ -11,7 +11,7 @@ use seen::{
     AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, Rotation, WindowedBloomFilter,
 };
 
-use super::Dedup;
+use super::{Dedup, Overfill};
 use crate::Failure;
 use crate::units::format_duration;
 
@@ -54,8 +54,8 @@ impl Filter {
         };
         let name = path.display();
         let cannot = |e: Error| Failure(format!("cannot load the state {name}: {e}"));
-        let loaded = if args.grow {
-            Self::Growing(GrowingBloomFilter::load(path).map_err(cannot)?)
+        let loaded = if args.fixed {
+            Self::Bloom(AtomicBloomFilter::load(path).map_err(cannot)?)
         } else if let Some(window) = args.window {
             let period = args.period.expect("clap: --window requires --period");
             let clock = ManualClock::new(Duration::ZERO);
@@ -64,16 +64,44 @@ impl Filter {
                 .with_clock(clock.clone());
             let (generations, _) = generations(window, period)?;
             let asked = (Rotation::EveryAligned(period), generations);
+            if (filter.rotation(), filter.generations()) == (asked.0, generations - 1) {
+                // Before a window meant what it says, `--window W` kept W / PERIOD
+                // generations, so a repeat was dropped for W - PERIOD at least.
+                let kept = period * (generations - 2);
+                return Err(Failure(if kept.is_zero() {
+                    format!(
+                        "the state {name} was written by an older seen for --window {} --period \
+                         {}, which kept a key for less than one period; it is not a window of \
+                         --window {} now: use another state file",
+                        format_duration(window),
+                        format_duration(period),
+                        format_duration(window)
+                    )
+                } else {
+                    format!(
+                        "the state {name} was written by an older seen for --window {} --period \
+                         {}, which kept a key for {} at least: to go on with it, pass --window {} \
+                         --period {} (which now means that); for a {} window, use another state \
+                         file",
+                        format_duration(window),
+                        format_duration(period),
+                        format_duration(kept),
+                        format_duration(kept),
+                        format_duration(period),
+                        format_duration(window)
+                    )
+                }));
+            }
             if (filter.rotation(), filter.generations()) != asked {
                 return Err(Failure(format!(
                     "the state {name} holds a window of {}, not --window {} --period {}: pass \
                      those, or another state file",
                     match filter.rotation() {
-                        Rotation::EveryAligned(p) => format!(
+                        Rotation::EveryAligned(p) if filter.generations() > 1 => format!(
                             "{} generations of {} (--window {} --period {})",
                             filter.generations(),
                             format_duration(p),
-                            format_duration(p * filter.generations()),
+                            format_duration(p * (filter.generations() - 1)),
                             format_duration(p)
                         ),
                         other => format!("{} generations rotated {other:?}", filter.generations()),
@@ -98,7 +126,18 @@ impl Filter {
             }
             Self::Remember(map)
         } else {
-            Self::Bloom(AtomicBloomFilter::load(path).map_err(cannot)?)
+            match GrowingBloomFilter::load(path) {
+                Ok(filter) => Self::Growing(filter),
+                // Before the filter grew by default, it was a fixed-size one.
+                Err(Error::WrongStructure { .. }) if AtomicBloomFilter::load(path).is_ok() => {
+                    return Err(Failure(format!(
+                        "the state {name} holds a fixed-size filter (the default of an older \
+                         seen; the default now grows past --capacity): pass --fixed to go on \
+                         with it"
+                    )));
+                }
+                Err(e) => return Err(cannot(e)),
+            }
         };
         let held = match &loaded {
             Self::Growing(f) => Some((f.capacity(), f.fpr())),
@@ -181,18 +220,19 @@ impl Filter {
         }
         Ok(if args.exact {
             Self::Exact
-        } else if args.grow {
-            // The line layout, as the plain filter: the word layout's schedule ends where a
-            // layer's rate falls below 6.4e-6 (6 layers, 63 times --capacity at --fpr 1e-4).
-            Self::Growing(
-                GrowingBloomFilter::builder(args.capacity)
+        } else if args.fixed {
+            Self::Bloom(
+                AtomicBloomFilter::builder(args.capacity)
                     .fpr(args.fpr)
                     .layout(seen::Layout::Line)
                     .build()?,
             )
         } else {
-            Self::Bloom(
-                AtomicBloomFilter::builder(args.capacity)
+            // The default (and --grow): its rate stays under --fpr for any number of keys.
+            // The line layout, as the fixed filter: the word layout's schedule ends where a
+            // layer's rate falls below 6.4e-6 (6 layers, 63 times --capacity at --fpr 1e-4).
+            Self::Growing(
+                GrowingBloomFilter::builder(args.capacity)
                     .fpr(args.fpr)
                     .layout(seen::Layout::Line)
                     .build()?,
@@ -234,6 +274,88 @@ impl Filter {
             Self::Windowed { filter, .. } => filter.save(path),
             Self::Remember(m) => m.save(path),
             Self::Exact => Ok(()),
+        }
+    }
+
+    /// What can overfill, for the warning ([`Overfill`]): a fixed filter's capacity (less the
+    /// keys a loaded state holds), a windowed filter's capacity per period.
+    pub(super) fn overfill(&self) -> Overfill {
+        let (capacity, per_period, count) = match self {
+            Self::Bloom(f) => (Some(f.capacity()), false, f.estimated_len()),
+            Self::Windowed { filter, .. } => (Some(filter.capacity()), true, 0),
+            Self::Exact | Self::Growing(_) | Self::Remember(_) => (None, false, 0),
+        };
+        Overfill {
+            capacity,
+            per_period,
+            count,
+            generation: self.generation(),
+            warned: false,
+        }
+    }
+
+    /// What the overfill warning says: what passed which capacity, and the flag that helps.
+    pub(super) fn overfill_warning(&self, args: &Dedup, capacity: u64) -> String {
+        let rate = format!(
+            "from here on it drops more new records as duplicates than --fpr {} says",
+            args.fpr
+        );
+        match (self, args.memory, args.period) {
+            (Self::Windowed { .. }, _, Some(period)) => format!(
+                "more than --capacity {capacity} new keys in one --period {}: {rate}; pass a \
+                 larger --capacity",
+                format_duration(period)
+            ),
+            (_, Some(bytes), _) => format!(
+                "more than the {capacity} distinct keys that --memory {bytes} bytes holds at --fpr \
+                 {}: {rate}; drop --memory (the filter then grows past its capacity), or give it \
+                 more",
+                args.fpr
+            ),
+            _ => format!(
+                "more than --capacity {capacity} distinct keys in the fixed-size filter: {rate}; \
+                 drop --fixed (the filter then grows past its capacity), or pass a larger \
+                 --capacity"
+            ),
+        }
+    }
+
+    /// The current generation of a windowed filter (0 for the others).
+    pub(super) fn generation(&self) -> u64 {
+        match self {
+            Self::Windowed { filter, .. } => filter.generation(),
+            _ => 0,
+        }
+    }
+
+    /// Where a windowed filter on the records' times starts: the start of the period it has
+    /// rotated to (records older than that are counted late, at its time), in nanoseconds
+    /// since the Unix epoch, and that period's number. Zeros for the others.
+    pub(super) fn start(&self) -> (u64, u64) {
+        match self {
+            Self::Windowed {
+                filter,
+                period,
+                from_records: true,
+                ..
+            } => {
+                let period = period.as_nanos() as u64;
+                let index = filter
+                    .next_rotation()
+                    .map_or(0, |due| (due.as_nanos() as u64 / period).saturating_sub(1));
+                (index.saturating_mul(period), index)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// The false-positive rate now, for the filters that have one.
+    pub(super) fn estimated_fpr(&self) -> Option<f64> {
+        match self {
+            Self::Bloom(f) => Some(f.info().estimated_fpr),
+            Self::Growing(f) => Some(f.info().estimated_fpr),
+            Self::Windowed { filter, .. } => Some(filter.info().estimated_fpr),
+            Self::Exact | Self::Remember(_) => None,
         }
     }
 
@@ -282,10 +404,12 @@ pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
     }
 }
 
-/// The generations of `--window` over `--period`, and the period.
+/// The live generations for `--window` over `--period`, and the period: one per period of
+/// the window, and the current one, so that a key is kept for the whole window after the
+/// period it came in.
 pub(super) fn generations(window: Duration, period: Duration) -> Result<(u32, Duration), Failure> {
     let (w, p) = (window.as_millis(), period.as_millis());
-    let max = u128::from(seen::sizing::MAX_GENERATIONS);
+    let max = u128::from(seen::sizing::MAX_GENERATIONS) - 1;
     if p == 0 || w % p != 0 || !(1..=max).contains(&(w / p)) {
         return Err(Failure(format!(
             "--window {} must be 1 to {max} times --period {}",
@@ -293,7 +417,7 @@ pub(super) fn generations(window: Duration, period: Duration) -> Result<(u32, Du
             format_duration(period)
         )));
     }
-    Ok(((w / p) as u32, period))
+    Ok(((w / p) as u32 + 1, period))
 }
 
 /// The wall clock, as a duration since the Unix epoch.

@@ -5,8 +5,18 @@ pub(super) struct Keyer {
     pub(super) key: Key,
     pub(super) time: Option<Key>,
     pub(super) delimiter: u8,
-    /// Whether the sequencer needs each key's bytes (the exact set), not only its hash.
-    pub(super) keep_keys: bool,
+    /// What a record without a key is.
+    pub(super) missing: Missing,
+}
+
+/// What a record without a key is (`--missing-key`): never given a key that it would share
+/// with the other records without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Missing {
+    /// An error, with the record's line number.
+    Error,
+    /// Printed as it is, never deduplicated.
+    Print,
 }
 
 /// A part of a record.
@@ -20,15 +30,18 @@ pub(super) enum Key {
 pub(super) type Part<'r> = std::borrow::Cow<'r, [u8]>;
 
 impl Keyer {
-    /// The key of `record` (its terminator removed), and its time in nanoseconds since the
-    /// Unix epoch if there is a time field.
-    pub(super) fn of<'r>(&self, record: &'r [u8]) -> Result<(Part<'r>, Option<u64>), String> {
+    /// The key of `record` (its terminator removed; `None` for a record without one, with
+    /// `--missing-key print`), and its time in nanoseconds since the Unix epoch if there is a
+    /// time field.
+    pub(super) fn of<'r>(
+        &self,
+        record: &'r [u8],
+    ) -> Result<(Option<Part<'r>>, Option<u64>), String> {
         use std::borrow::Cow;
-        let field = |n: u64| -> &'r [u8] {
+        let field = |n: u64| -> Option<&'r [u8]> {
             record
                 .split(|&b| b == self.delimiter)
-                .nth(n as usize - 1)
-                .unwrap_or(&[])
+                .nth(usize::try_from(n - 1).ok()?)
         };
         let json: Option<serde_json::Value> = match (&self.key, &self.time) {
             (Key::Json(_), _) | (_, Some(Key::Json(_))) => Some(
@@ -48,17 +61,41 @@ impl Keyer {
             Some(at)
         };
         let key = match &self.key {
-            Key::Whole => Cow::Borrowed(record),
-            Key::Field(n) => Cow::Borrowed(field(*n)),
+            Key::Whole => Ok(Cow::Borrowed(record)),
+            Key::Field(n) => field(*n).map(Cow::Borrowed).ok_or_else(|| {
+                let fields = record.split(|&b| b == self.delimiter).count();
+                format!(
+                    "no field {n} (the record has {fields}, split by {:?})",
+                    char::from(self.delimiter)
+                )
+            }),
             Key::Json(path) => match at(path) {
-                None => Cow::Borrowed(&[][..]),
-                Some(serde_json::Value::String(s)) => Cow::Owned(s.clone().into_bytes()),
-                Some(other) => Cow::Owned(other.to_string().into_bytes()),
+                None | Some(serde_json::Value::Null) => Err(format!(
+                    "no key at {}{}",
+                    path.join("."),
+                    match &json {
+                        Some(serde_json::Value::Object(_)) | None => String::new(),
+                        Some(other) => format!(" (the record is {}, not an object)", kind(other)),
+                    }
+                )),
+                Some(serde_json::Value::String(s)) => Ok(Cow::Owned(s.clone().into_bytes())),
+                Some(other) => Ok(Cow::Owned(other.to_string().into_bytes())),
             },
+        };
+        let key = match (key, self.missing) {
+            (Ok(key), _) => Some(key),
+            (Err(_), Missing::Print) => None,
+            (Err(why), Missing::Error) => {
+                return Err(format!(
+                    "{why}; --missing-key print passes such records through"
+                ));
+            }
         };
         let time = match &self.time {
             None => None,
-            Some(Key::Field(n)) => Some(parse_time(field(*n))?),
+            Some(Key::Field(n)) => Some(parse_time(
+                field(*n).ok_or_else(|| format!("no time: no field {n}"))?,
+            )?),
             Some(Key::Json(path)) => Some(match at(path) {
                 None => return Err(format!("no time at {}", path.join("."))),
                 Some(serde_json::Value::String(s)) => parse_time(s.as_bytes())?,
@@ -77,6 +114,18 @@ impl Keyer {
             Some(Key::Whole) => Some(parse_time(record)?),
         };
         Ok((key, time))
+    }
+}
+
+/// What a JSON value is, for messages.
+fn kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 
@@ -173,7 +222,7 @@ pub(super) fn nanos(secs: u64, frac: &str) -> Option<u64> {
 }
 
 pub(super) fn is_leap(y: u64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
 }
 
 pub(super) fn days_in_month(y: u64, m: u64) -> u64 {

@@ -31,7 +31,7 @@ pub(crate) fn lines(n: usize) -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let key = if i > 0 && x % 5 == 0 {
+        let key = if i > 0 && x.is_multiple_of(5) {
             x as usize % i
         } else {
             i

@@ -1,0 +1,81 @@
+//! One run at a time per `--state` file.
+//!
+//! Two runs that load one state and each save their own would keep only the last save: the
+//! other's keys would be lost, and their records printed again by the next run. So a run holds
+//! an exclusive lock for its whole length, from before it loads the state to after it saves
+//! it. The lock is on a file beside the state, `STATE.lock`, which is never replaced (the state
+//! itself is, by each save's rename, so a lock on it would not outlive the first save); the
+//! lock ends with the process, however it ends. A second run fails at once, naming the first.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use crate::Failure;
+
+/// The lock, held while this lives (for the whole run).
+#[derive(Debug)]
+pub(super) struct StateLock {
+    _file: File,
+}
+
+/// The lock file of the state at `path`: beside the file the path leads to (through symbolic
+/// links), so that two runs reaching one state by different paths exclude each other.
+pub(super) fn lock_path(path: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(path).ok().or_else(|| {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
+    });
+    let mut name = real.unwrap_or_else(|| path.to_path_buf()).into_os_string();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// Takes the lock of the state at `path`, or fails at once if another run holds it.
+pub(super) fn lock(path: &Path) -> Result<StateLock, Failure> {
+    let lock = lock_path(path);
+    let state = path.display();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock)
+        .map_err(|e| {
+            Failure(format!(
+                "cannot lock the state {state}: cannot open {}: {e}",
+                lock.display()
+            ))
+        })?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim().parse::<u32>() {
+                Ok(pid) => format!("another run of seen (process {pid})"),
+                Err(_) => "another run of seen".to_string(),
+            };
+            return Err(Failure(format!(
+                "the state {state} is in use by {holder}: wait for it to end, or use another \
+                 --state (the lock is on {})",
+                lock.display()
+            )));
+        }
+        Err(TryLockError::Error(e)) => {
+            return Err(Failure(format!(
+                "cannot lock the state {state} ({}): {e}",
+                lock.display()
+            )));
+        }
+    }
+    // Who holds it, for the message of a run that finds it taken.
+    let _ = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()));
+    Ok(StateLock { _file: file })
+}

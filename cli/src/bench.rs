@@ -167,20 +167,38 @@ fn generated(i: u64) -> [u8; 16] {
 }
 
 impl Workload {
-    /// Keys `0..n` inserted, `n..2n` absent.
-    fn generated(n: u64) -> Self {
+    /// Keys `0..n` inserted, `n..2n` absent: 48 bytes each, allocated first (a count past
+    /// the memory is an error that says so).
+    fn generated(n: u64) -> Result<Self, Failure> {
         let mut present = Keys::default();
         let mut absent = Keys::default();
+        let too_many = || {
+            Failure(format!(
+                "--items {n}: the keys take {} bytes, more than this machine gives",
+                u128::from(n) * 48
+            ))
+        };
+        let len = usize::try_from(n).map_err(|_| too_many())?;
+        crate::oom::fallible(|| {
+            for keys in [&mut present, &mut absent] {
+                keys.bytes
+                    .try_reserve_exact(len.checked_mul(16).ok_or(())?)
+                    .map_err(drop)?;
+                keys.ends.try_reserve_exact(len).map_err(drop)?;
+            }
+            Ok::<(), ()>(())
+        })
+        .map_err(|()| too_many())?;
         for i in 0..n {
             present.push(&generated(i));
             absent.push(&generated(n + i));
         }
-        Self {
+        Ok(Self {
             source: format!("{} generated keys", grouped(n)),
             present,
             distinct: n,
             absent,
-        }
+        })
     }
 
     /// The lines of `path`, and as many generated keys that are not among them.
@@ -546,7 +564,7 @@ fn measure(
 pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
     let work = match &args.input {
         Some(path) => Workload::from_file(path)?,
-        None => Workload::generated(args.items),
+        None => Workload::generated(args.items)?,
     };
     let capacity = args.capacity.unwrap_or(work.distinct);
     // Each structure once, in the order first named.

@@ -500,7 +500,8 @@ impl Shard {
                     }
                 }
                 Filter::Growing(f) => {
-                    f.insert_hash(hash)
+                    // Growing allocates a layer: a refusal is the filter's error.
+                    crate::oom::fallible(|| f.insert_hash(hash))
                         .map_err(|e| format!("cannot insert: {e}"))?;
                 }
                 Filter::Windowed {
@@ -631,6 +632,23 @@ impl Reader {
                 // At most a chunk at a time: the buffer is zeroed before each read, and a
                 // pipe gives 64 KiB a read, so more would cost more than the read.
                 let want = CHUNK;
+                // A record without an end (`seen dedup < /dev/zero`) grows the buffer until
+                // the memory runs out: an error that names it.
+                if crate::oom::fallible(|| spare.bytes.try_reserve(want)).is_err() {
+                    let why = io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        format!(
+                            "out of memory: a record of more than {len} bytes (no terminator \
+                             in them)"
+                        ),
+                    );
+                    // The records before it are whole; the partial one is dropped (its
+                    // memory with it).
+                    let whole = memchr::memrchr(self.terminator, &spare.bytes).map_or(0, |i| i + 1);
+                    spare.bytes.truncate(whole);
+                    spare.bytes.shrink_to_fit();
+                    return Some(self.fail(spare, why));
+                }
                 spare.bytes.resize(len + want, 0);
                 let read = reader.read(&mut spare.bytes[len..]);
                 spare.bytes.truncate(len + *read.as_ref().unwrap_or(&0));
@@ -776,6 +794,8 @@ impl Sequencer {
         }
         let decided = failed.map_or(work.ends.len(), |(i, _)| i);
         let new_before = self.new;
+        // The first write that failed: the writes after it fail too.
+        let mut written = Ok(());
         // The run of records to print: its first record, and its bytes.
         let mut run: Option<(usize, usize, usize)> = None;
         let starts = std::iter::once(0).chain(work.ends.iter().map(|&e| e + 1));
@@ -795,9 +815,8 @@ impl Sequencer {
             };
             if !print {
                 if let Some((first, s, e)) = run.take() {
-                    self.out
-                        .run(work.seq, first, &work.bytes[s..e])
-                        .map_err(|_| Stop::Output)?;
+                    written =
+                        written.and_then(|()| self.out.run(work.seq, first, &work.bytes[s..e]));
                 }
                 continue;
             }
@@ -806,18 +825,18 @@ impl Sequencer {
             run = Some(run.map_or((i, start, end), |(first, s, _)| (first, s, end)));
         }
         if let Some((first, s, e)) = run {
-            self.out
-                .run(work.seq, first, &work.bytes[s..e])
-                .map_err(|_| Stop::Output)?;
+            written = written.and_then(|()| self.out.run(work.seq, first, &work.bytes[s..e]));
         }
+        // Counted whether or not the writes went through (the output knows how far it got).
         self.records += decided as u64;
         self.input_records += decided as u64;
         self.bytes += work.bytes.len() as u64;
         if failed.is_none() {
-            self.out.chunk_done(work.seq).map_err(|_| Stop::Output)?;
+            written = written.and_then(|()| self.out.chunk_done(work.seq));
             self.written
                 .store(self.out.written_chunks(), Ordering::Release);
         }
+        written.map_err(|_| Stop::Output)?;
         self.check_overfill(self.new - new_before);
         self.draw();
         let name = &self.names[work.input];
@@ -1095,7 +1114,7 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     // Held to the end of the process: from before the state is loaded to after it is saved.
     let _lock = args.state.as_deref().map(lock::lock).transpose()?;
-    let filter = Arc::new(Filter::open(args)?);
+    let filter = Arc::new(crate::oom::fallible(|| Filter::open(args))?);
     let overfill = filter.overfill();
     let keyer = Keyer {
         key,

@@ -16,6 +16,7 @@ macro_rules! say {
 
 mod bench;
 mod dedup;
+mod oom;
 mod plot;
 mod sample;
 mod size;

@@ -1,0 +1,396 @@
+//! `seen dedup --state` against what loses state: two runs at once, a reader that goes away,
+//! a second signal during the save; and what drops records silently: overfill, keyless records.
+#![cfg(unix)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::seen;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("seen-cli-state-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `n` distinct lines of 13 bytes: `line-0000000\n`, ...
+fn distinct(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| format!("line-{i:07}\n").into_bytes())
+        .collect()
+}
+
+/// While one run holds a state, a second on the same file (by its path or through a symbolic
+/// link) fails at once with one line naming the first, and leaves the state alone; the first
+/// then saves as usual.
+#[test]
+fn a_second_run_on_a_state_in_use_fails_at_once_naming_the_first() {
+    let dir = scratch("lock");
+    let state = dir.join("st");
+    let link = dir.join("link");
+    std::os::unix::fs::symlink("st", &link).unwrap();
+    let args = |path: &Path| -> Vec<String> {
+        [
+            "dedup",
+            "--state",
+            path.to_str().unwrap(),
+            "--capacity",
+            "1000",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    assert_eq!(seen(&strs(&args(&state)), b"a\n").stdout, b"a\n");
+    let before = std::fs::read(&state).unwrap();
+    let mut first = start(&strs(&args(&state)));
+    let mut stdin = first.stdin.take().unwrap();
+    stdin.write_all(b"b\n").unwrap();
+    stdin.flush().unwrap();
+    // The first run holds the lock once its output has started.
+    let mut out = first.stdout.take().unwrap();
+    let mut got = [0u8; 2];
+    out.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"b\n");
+    for path in [&state, &link] {
+        let started = Instant::now();
+        let second = seen(&strs(&args(path)), b"c\n");
+        let err = String::from_utf8(second.stderr).unwrap();
+        assert_eq!(second.status.code(), Some(2), "{err}");
+        assert!(second.stdout.is_empty());
+        assert!(
+            err.contains("is in use by another run of seen")
+                && err.contains(&format!("(process {})", first.id())),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(started.elapsed() < Duration::from_secs(30), "it waited");
+        assert_eq!(std::fs::read(&state).unwrap(), before);
+    }
+    drop(stdin);
+    assert!(first.wait().unwrap().success());
+    // Both runs' keys, none lost.
+    assert_eq!(seen(&strs(&args(&link)), b"a\nb\nc\n").stdout, b"c\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `seen dedup --state s | head`: the reader goes away; the run saves the state with exactly
+/// the records whose write the system accepted, and exits 141 as a tool killed by SIGPIPE;
+/// the next run prints exactly the records that were not written, in order.
+#[test]
+fn a_broken_pipe_saves_exactly_the_records_written() {
+    let lines = 400_000;
+    let input = distinct(lines);
+    for (threads, structure) in [
+        ("1", &[][..]),
+        ("2", &[][..]),
+        ("2", &["--fixed"][..]),
+        ("1", &["--window", "7d", "--period", "1d"][..]),
+        ("2", &["--window", "7d", "--period", "1d"][..]),
+    ] {
+        let case = format!("--threads {threads} {structure:?}");
+        let dir = scratch("pipe");
+        let state = dir.join("st");
+        let mut args = vec![
+            "dedup",
+            "--state",
+            state.to_str().unwrap(),
+            "--capacity",
+            "1000000",
+            "--threads",
+            threads,
+        ];
+        args.extend_from_slice(structure);
+        let mut child = start(&args);
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = {
+            let input = input.clone();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            })
+        };
+        // Read about 100 KB, then go away.
+        let mut out = child.stdout.take().unwrap();
+        let mut read = Vec::new();
+        let mut buf = [0u8; 4096];
+        while read.len() < 100_000 {
+            let n = out.read(&mut buf).unwrap();
+            assert!(n > 0, "{case}: the output ended early");
+            read.extend_from_slice(&buf[..n]);
+        }
+        drop(out);
+        let err = stderr_of(&mut child);
+        let status = child.wait().unwrap();
+        feed.join().unwrap();
+        assert_eq!(status.code(), Some(141), "{case}: {err}");
+        assert!(err.is_empty(), "{case}: {err}");
+        // What was read: the first lines, in order.
+        let whole = read.len() - read.len() % 13;
+        assert_eq!(read[..whole], input[..whole], "{case}");
+        // The next run prints every line from some point on: the lines in between were in
+        // the pipe when it closed (written, and lost with the pipe: at most its capacity).
+        let next = seen(&args, &input);
+        assert!(next.status.success(), "{case}");
+        let printed = next.stdout;
+        assert!(
+            input.ends_with(&printed),
+            "{case}: the next run printed a line twice or out of order"
+        );
+        let resumed = input.len() - printed.len();
+        assert!(
+            resumed >= whole && resumed - whole <= (1 << 20) + 13,
+            "{case}: {} bytes read, the next run resumed at {resumed}",
+            read.len()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A second SIGINT during the save (sent once the save's temporary file exists, at least
+/// 250 ms after the first): the run never exits 130, which says "saved", with the old state
+/// in place. It says the state keeps its previous save and exits 2; or, if the save beat the
+/// signal, exits 130 with the new state. Each outcome is checked against the file.
+#[test]
+fn a_second_signal_during_the_save_never_leaves_a_saved_status_on_an_old_state() {
+    let dir = scratch("second-signal");
+    let state = dir.join("st");
+    // A large filter, so that its save takes a while: 240 MB.
+    let args = [
+        "dedup",
+        "--fixed",
+        "--capacity",
+        "100000000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    assert!(seen(&args, b"old\n").status.success());
+    let old_len = std::fs::metadata(&state).unwrap().len();
+    let mut interrupted_during_the_save = 0;
+    for attempt in 0..3 {
+        let key = format!("new-{attempt}\n");
+        let mut child = start(&args);
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(key.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut got = vec![0u8; key.len()];
+        out.read_exact(&mut got).unwrap();
+        assert_eq!(got, key.as_bytes());
+        kill("INT", child.id());
+        let first = Instant::now();
+        // Wait for the save's temporary file, and for 300 ms to pass.
+        let saving = loop {
+            let temp = std::fs::read_dir(&dir)
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
+            if temp && first.elapsed() >= Duration::from_millis(300) {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() || first.elapsed() > Duration::from_secs(60) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if saving {
+            kill("INT", child.id());
+        }
+        let err = stderr_of(&mut child);
+        let code = child.wait().unwrap().code();
+        drop(stdin);
+        let saved = seen(&args, key.as_bytes()).stdout.is_empty();
+        match code {
+            Some(130) => {
+                assert!(saved, "exit 130 but the state lacks {key:?}: {err}");
+            }
+            Some(2) => {
+                interrupted_during_the_save += 1;
+                assert!(err.contains("keeps its previous save"), "{err}");
+                assert!(!saved, "exit 2, yet the state was saved: {err}");
+            }
+            other => panic!("exit {other:?}: {err}"),
+        }
+        // No temporary file is left by the runs since, whatever the killed save left.
+        let temps: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(temps.is_empty(), "{temps:?}");
+        assert_eq!(std::fs::metadata(&state).unwrap().len(), old_len);
+        if interrupted_during_the_save > 0 {
+            break;
+        }
+    }
+    assert!(
+        interrupted_during_the_save > 0,
+        "every save finished before the second signal: the test did not test it"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn kill(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// With no sizing flags, `seen dedup` grows: 100 times its capacity of distinct lines, and
+/// it drops no more than its rate says, silently. A fixed-size filter past its capacity says
+/// so on standard error once, naming the flag, with or without --stats.
+#[test]
+fn the_default_never_overfills_and_a_fixed_filter_warns_once() {
+    let lines = 100_000;
+    let input = distinct(lines);
+    let out = seen(&["dedup", "--capacity", "1000"], &input);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // At most --fpr 1e-4 of the 100,000 new lines are dropped: 10 expected; 40 or more has a
+    // probability below 1e-11 (Poisson(10)).
+    let dropped = lines - out.stdout.len() / 13;
+    assert!(dropped < 40, "{dropped} new lines dropped");
+    for stats in [false, true] {
+        for (flags, names) in [
+            (&["--fixed", "--capacity", "1000"][..], "drop --fixed"),
+            (&["--memory", "4KiB"][..], "drop --memory"),
+        ] {
+            let mut args = vec!["dedup"];
+            args.extend_from_slice(flags);
+            if stats {
+                args.push("--stats");
+            }
+            let out = seen(&args, &input);
+            assert!(out.status.success());
+            let err = String::from_utf8(out.stderr).unwrap();
+            let warnings: Vec<_> = err.lines().filter(|l| l.contains("warning")).collect();
+            assert_eq!(warnings.len(), 1, "{args:?}: {err}");
+            assert!(warnings[0].contains(names), "{args:?}: {err}");
+        }
+    }
+    // A window: more new keys in one period than --capacity.
+    let out = seen(
+        &[
+            "dedup",
+            "--window",
+            "1d",
+            "--period",
+            "1d",
+            "--capacity",
+            "1000",
+        ],
+        &input[..13 * 5000],
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("warning: more than --capacity 1000 new keys in one --period 1d"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// JSON records that are not objects (or lack the key's path) are an error at their line,
+/// never a key shared by all of them; `--missing-key print` passes them through, each one.
+#[test]
+fn records_without_a_key_are_refused_never_merged() {
+    for (record, what) in [
+        (&b"1\n"[..], "a number"),
+        (b"\"x\"\n", "a string"),
+        (b"[3]\n", "an array"),
+        (b"true\n", "a boolean"),
+        (b"null\n", "null"),
+    ] {
+        for threads in ["1", "2"] {
+            let input = [&b"{\"id\":7}\n"[..], record].concat();
+            let out = seen(&["dedup", "--json-key", "id", "--threads", threads], &input);
+            assert_eq!(out.status.code(), Some(2));
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert!(
+                err.starts_with("seen: standard input, line 2: no key at id")
+                    && err.contains(&format!("the record is {what}, not an object")),
+                "{err}"
+            );
+            assert_eq!(out.stdout, b"{\"id\":7}\n");
+        }
+    }
+    let input = b"1\n\"x\"\n[3]\ntrue\n1\n{\"id\":1}\n{}\n{\"id\":1}\n";
+    let out = seen(
+        &["dedup", "--json-key", "id", "--missing-key", "print"],
+        input,
+    );
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"1\n\"x\"\n[3]\ntrue\n1\n{\"id\":1}\n{}\n");
+}
+
+/// Out of memory anywhere (a record without an end, the exact set past the memory, more
+/// bench keys than the machine holds): one line on standard error and status 2, never an abort.
+/// The memory is limited with `ulimit -v`, so the system refuses allocations.
+#[test]
+fn out_of_memory_is_one_line_and_status_2() {
+    let bin = env!("CARGO_BIN_EXE_seen");
+    for (script, says) in [
+        (
+            format!("head -c 2000000000 /dev/zero | {bin} dedup"),
+            "out of memory: a record of more than",
+        ),
+        (
+            format!("{bin} sample 6000000 | {bin} dedup --exact --threads 2"),
+            "out of memory",
+        ),
+        (
+            format!("{bin} sample 6000000 | {bin} dedup --exact --threads 1"),
+            "out of memory",
+        ),
+        (
+            format!("{bin} bench --items 18446744073709551615"),
+            "more than this machine gives",
+        ),
+    ] {
+        let out = Command::new("sh")
+            .args(["-c", &format!("ulimit -v 250000 && {script}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{script}: {err}");
+        assert_eq!(err.lines().count(), 1, "{script}: {err}");
+        assert!(
+            err.starts_with("seen: ") && err.contains(says),
+            "{script}: {err}"
+        );
+    }
+}

@@ -750,7 +750,7 @@ mod tests {
 
     #[test]
     fn keys_are_distinct_and_split_covers_the_range() {
-        let w = Workload::generated(1000);
+        let w = Workload::generated(1000).ok().unwrap();
         let all: HashSet<&[u8]> = (0..1000)
             .map(|i| w.present.get(i))
             .chain((0..1000).map(|i| w.absent.get(i)))

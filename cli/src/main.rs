@@ -40,10 +40,12 @@ struct Cli {
 enum Command {
     /// Print each record of FILEs (or standard input) the first time its key is seen.
     ///
-    /// By default a Bloom filter sized for --capacity distinct keys at --fpr decides: a new
-    /// record is dropped as a duplicate with probability at most --fpr (a false positive), a
-    /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
-    /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
+    /// By default a Bloom filter that grows past --capacity decides: a new record is dropped
+    /// as a duplicate with probability at most --fpr (a false positive), however many keys
+    /// come, and a duplicate is never printed twice. --exact keeps every key (memory grows
+    /// with them); --fixed or --memory bound the memory (past their capacity the rate rises,
+    /// and a warning says so); --window forgets keys after a time; --remember never drops a
+    /// new record.
     #[command(after_long_help = DEDUP_EXAMPLES)]
     Dedup(Box<dedup::Dedup>),
     /// Print generated lines, about a fifth of them repeats of earlier ones: input to try
@@ -80,11 +82,18 @@ Examples:
   seen dedup -f 2 -d , events.csv              # the key is the second comma-separated field
   seen dedup --json-key user.id --exact events.jsonl
   seen dedup --state daily.seen --capacity 100000000 today.log   # remembers earlier days
-  seen dedup --window 7d --period 1d --json-key id --time-field ts events.jsonl
+  seen dedup --window 8d --period 1d --json-key id --time-field ts events.jsonl
   tail -f app.log | seen dedup --remember 1000000   # never drops a new line
 
+A --state file is a filter of the `seen` library: a service reads it with
+`seen::GrowingBloomFilter::load(path)` (the default; `AtomicBloomFilter` with --fixed,
+`WindowedBloomFilter` with --window, `OverwriteMap` with --remember) and asks
+`contains(\"key\")`: a key is the same item in the command and the library.
+
 Exit status: 0 on success, 2 on an error (one line on standard error, naming the file and the
-line), 130 after SIGINT or SIGTERM (the records decided so far written, --state saved).";
+line; --state is left as it was), 130 after SIGINT or SIGTERM (the records decided so far
+written, --state saved), 141 when the reader of the output went away (--state saved with the
+records written).";
 
 /// A failure, as the one line the command prints before exiting with status 2.
 pub(crate) struct Failure(pub(crate) String);

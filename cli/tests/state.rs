@@ -394,3 +394,48 @@ fn out_of_memory_is_one_line_and_status_2() {
         );
     }
 }
+
+/// A window on the records' times: records older than the state's time (an older day's file
+/// replayed) are counted at the state's time, and the run says so: in --stats, and on
+/// standard error when they are more than the window older.
+#[test]
+fn records_older_than_the_state_are_reported() {
+    let dir = scratch("late");
+    let state = dir.join("st");
+    let day = 86_400u64;
+    let t0 = 1_700_000_000 / day * day;
+    let args = [
+        "dedup",
+        "-f",
+        "1",
+        "--time-field",
+        "2",
+        "--window",
+        "2d",
+        "--period",
+        "1d",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let recent = format!("a\t{}\nb\t{}\n", t0 + 10 * day, t0 + 10 * day + 5);
+    assert!(seen(&args, recent.as_bytes()).status.success());
+    // Day 9 is within the window of day 10; day 1 is not.
+    let old = format!("c\t{}\nd\t{}\ne\t{}\n", t0 + 9 * day, t0 + day, t0 + day + 1);
+    let out = seen(&[&args[..], &["--stats"]].concat(), old.as_bytes());
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("3 records were older than a record before them (or than the --state's time)")
+            && err.contains("2 of them by more than --window"),
+        "{err}"
+    );
+    assert!(err.contains("warning: 2 records were more than --window older"), "{err}");
+    // Without --stats, the warning alone.
+    let out = seen(&args, old.as_bytes());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("seen: warning: 2 records"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -3,10 +3,13 @@
 //! `save` / `load` methods are thin wrappers over these.
 
 pub(crate) mod format;
+mod save;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+pub(crate) use save::save_atomically;
+
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
 
 use crate::Error;
 use crate::error::Corruption;
@@ -272,84 +275,6 @@ impl HasherCheck {
     }
 }
 
-/// The most bytes of the target's name that a temporary file's name repeats.
-const TEMP_NAME_BYTES: usize = 128;
-
-/// Writes a file at `path` so that a crash at any moment leaves either the old file or the
-/// whole new one, never a mix: the bytes go to a new temporary file in the same directory,
-/// which is flushed to disk (`fsync`) and renamed over `path`; then the directory is flushed
-/// so that the rename itself survives a power loss (on Unix; elsewhere the platform's rename).
-/// On error the temporary file is removed and `path` is untouched, unless the error is the
-/// directory's flush, after the rename.
-pub(crate) fn save_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut BufWriter<&File>) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut name = path
-        .file_name()
-        .ok_or_else(|| Error::Io {
-            kind: std::io::ErrorKind::InvalidInput,
-            message: format!("save to {}: not a file name", path.display()),
-        })?
-        .to_string_lossy()
-        .into_owned();
-    // The temporary file's name starts with the target's, so that a stray one (left by a
-    // crash) says whose it is; cut to leave room for the suffix within the usual 255-byte limit
-    // on a name (a target's name near it, or one that the lossy conversion made longer).
-    let cut = (0..=name.len().min(TEMP_NAME_BYTES))
-        .rev()
-        .find(|&i| name.is_char_boundary(i))
-        .unwrap_or(0);
-    name.truncate(cut);
-    // A name no other save is using: the first free one (savers racing for a name retry).
-    let (temp, file) = (0u32..)
-        .map(|n| {
-            let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
-            let file = OpenOptions::new().write(true).create_new(true).open(&temp);
-            (temp, file)
-        })
-        .find(|(_, file)| !matches!(file, Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists))
-        .expect("an unbounded range");
-    let file = file.map_err(|e| Error::io_at(&temp, "create", &e))?;
-    let written = (|| {
-        let mut out = BufWriter::with_capacity(1 << 20, &file);
-        write(&mut out).map_err(|e| match e {
-            Error::Io { kind, message } => Error::Io {
-                kind,
-                message: format!("write {}: {message}", temp.display()),
-            },
-            other => other,
-        })?;
-        out.flush().map_err(|e| Error::io_at(&temp, "write", &e))?;
-        drop(out);
-        file.sync_all()
-            .map_err(|e| Error::io_at(&temp, "flush to disk", &e))?;
-        fs::rename(&temp, path).map_err(|e| Error::io_at(path, "rename onto", &e))
-    })();
-    if let Err(e) = written {
-        drop(file);
-        let _ = fs::remove_file(&temp);
-        return Err(e);
-    }
-    sync_dir(&dir)
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io_at(dir, "flush directory", &e))
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> Result<(), Error> {
-    Ok(())
-}
-
 /// Opens `path` and hands `read` a buffered reader and the file's length (`None` for what is
 /// not a regular file, a named pipe say, whose metadata has no length: it is read as a
 /// stream); then checks that `read` consumed the whole file.
@@ -484,16 +409,29 @@ macro_rules! file_methods {
             $type<H $(, $clock)?>
         {
             /// Saves this to `path`, crash-safely: the file at `path` is, at every moment,
-            /// either the old one or the whole new one (a temporary file in the same
-            /// directory, flushed to disk, renamed over `path`, then the directory flushed).
-            /// Concurrent writers: as [`write_to`](Self::write_to).
+            /// either the old one or the whole new one (a temporary file `.NAME.PID-N.tmp` in
+            /// the same directory, flushed to disk, renamed over `path`, then the directory
+            /// flushed). Concurrent writers: as [`write_to`](Self::write_to).
+            ///
+            /// - A symbolic link at `path` stays: the file written is the one at the end of
+            ///   its chain of links (a relative link read from the link's own directory),
+            ///   created if the last link dangles.
+            /// - The new file keeps the old one's permissions: on Unix its mode bits, and its
+            ///   owner and group where the saver may set them (root may); elsewhere the
+            ///   read-only flag. A new file gets the mode any new file gets (the umask's).
+            ///   Other hard links to the old file keep the old contents.
+            /// - Before writing, the save removes what earlier saves of the same file left
+            ///   behind (a crash, a `kill -9`): their temporary files, unless a live process
+            ///   may be writing them. How it tells, and where it cannot:
+            ///   [saving a file](crate::docs::design#saving-a-file).
             ///
             /// # Errors
             ///
-            /// [`Error::Io`](crate::Error::Io) naming the path; `path` is then untouched and
-            /// the temporary file removed, except when only the last step, flushing the
-            /// directory, failed: the new file is then in place, but a power loss may undo
-            /// the rename.
+            /// [`Error::Io`](crate::Error::Io) naming the path (through a link, also the file
+            /// it leads to; more than 40 links in a chain is an error too); `path` is then
+            /// untouched and the temporary file removed, except when only the last step,
+            /// flushing the directory, failed: the new file is then in place, but a power loss
+            /// may undo the rename.
             pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), $crate::Error> {
                 $crate::persist::save_atomically(path.as_ref(), |out| self.write_to(out))
             }

@@ -422,7 +422,12 @@ fn records_older_than_the_state_are_reported() {
     let recent = format!("a\t{}\nb\t{}\n", t0 + 10 * day, t0 + 10 * day + 5);
     assert!(seen(&args, recent.as_bytes()).status.success());
     // Day 9 is within the window of day 10; day 1 is not.
-    let old = format!("c\t{}\nd\t{}\ne\t{}\n", t0 + 9 * day, t0 + day, t0 + day + 1);
+    let old = format!(
+        "c\t{}\nd\t{}\ne\t{}\n",
+        t0 + 9 * day,
+        t0 + day,
+        t0 + day + 1
+    );
     let out = seen(&[&args[..], &["--stats"]].concat(), old.as_bytes());
     assert!(out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
@@ -431,11 +436,54 @@ fn records_older_than_the_state_are_reported() {
             && err.contains("2 of them by more than --window"),
         "{err}"
     );
-    assert!(err.contains("warning: 2 records were more than --window older"), "{err}");
+    assert!(
+        err.contains("warning: 2 records were more than --window older"),
+        "{err}"
+    );
     // Without --stats, the warning alone.
     let out = seen(&args, old.as_bytes());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("seen: warning: 2 records"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--state` through a symbolic link into another directory: the save writes the link's
+/// target, keeps the link and the file's permissions.
+#[test]
+fn a_state_through_a_symbolic_link_keeps_the_link_and_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("symlink");
+    let real_dir = dir.join("real");
+    std::fs::create_dir_all(&real_dir).unwrap();
+    let real = real_dir.join("st");
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let args = [
+        "dedup",
+        "--capacity",
+        "1000",
+        "--state",
+        link.to_str().unwrap(),
+    ];
+    // A dangling link: the first save creates its target.
+    assert_eq!(seen(&args, b"a\n").stdout, b"a\n");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(seen(&args, b"a\nb\n").stdout, b"b\n");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -381,7 +381,9 @@ impl Filter {
 /// Fails unless a file can be created beside `path` (as the save's temporary file will be):
 /// a state that cannot be saved is found out before the run, not after it printed everything.
 pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
-    let dir = match path.parent() {
+    // The save writes the file a symbolic link leads to, beside it.
+    let target = resolve(path);
+    let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
@@ -402,6 +404,28 @@ pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
             dir.display()
         ))),
     }
+}
+
+/// The file `path` leads to through symbolic links (as the library's save follows them): the
+/// end of the chain, which may not exist yet. `path` itself when it is no link, or the chain
+/// cannot be read (the save then says why).
+pub(super) fn resolve(path: &Path) -> std::path::PathBuf {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => match std::fs::read_link(&at) {
+                Ok(to) => {
+                    at = match at.parent() {
+                        Some(dir) if to.is_relative() => dir.join(to),
+                        _ => to,
+                    }
+                }
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    at
 }
 
 /// The live generations for `--window` over `--period`, and the period: one per period of

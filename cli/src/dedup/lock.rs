@@ -22,6 +22,7 @@ pub(super) struct StateLock {
 /// The lock file of the state at `path`: beside the file the path leads to (through symbolic
 /// links), so that two runs reaching one state by different paths exclude each other.
 pub(super) fn lock_path(path: &Path) -> PathBuf {
+    let path = &super::filter::resolve(path);
     let real = std::fs::canonicalize(path).ok().or_else(|| {
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,

@@ -19,7 +19,7 @@ const MAX_AGE: u64 = 8;
 
 /// A place in the input: the records before it (of earlier chunks, and of chunk `chunk`
 /// before `record`) are done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Cut {
     pub(super) chunk: u64,
     pub(super) record: usize,

@@ -17,84 +17,124 @@ use seen::hash::Hash128;
 use super::output::Cut;
 
 /// One pending key: its record's place in its chunk, its hash, its tag.
-type Entry = (usize, Hash128, u64);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub(super) record: usize,
+    pub(super) hash: Hash128,
+    pub(super) tag: u64,
+}
 
-/// A shard's pending keys: the latest tag of each, for lookups, and the keys by chunk, in
-/// input order.
+/// A shard's pending keys: the keys by chunk, in input order, and for lookups the latest
+/// record of each key (its chunk, record and tag).
+///
+/// A commit does not remove its keys from the lookup map one by one (a random access each):
+/// an entry at or before the commits' cut is simply not pending any more, and such entries are
+/// swept out in one pass once they outnumber the pending ones.
 #[derive(Default)]
 pub(super) struct Pending {
-    keys: HashMap<Hash128, u64, BuildHasherDefault<Spread>>,
+    keys: HashMap<Hash128, (u64, usize, u64), BuildHasherDefault<Spread>>,
     chunks: VecDeque<(u64, Vec<Entry>)>,
+    /// The records before this place are committed.
+    committed: Cut,
+    /// The keys in `chunks`.
+    live: usize,
 }
 
 impl Pending {
+    /// Whether record `record` of chunk `chunk` is after the commits (so, if it was added,
+    /// still pending).
+    pub(super) fn is_pending(&self, chunk: u64, record: usize) -> bool {
+        Cut { chunk, record } >= self.committed
+    }
+
     /// The tag of the key's latest pending record, if it has one.
     pub(super) fn get(&self, hash: Hash128) -> Option<u64> {
-        self.keys.get(&hash).copied()
+        match self.keys.get(&hash) {
+            Some(&(chunk, record, tag)) if self.is_pending(chunk, record) => Some(tag),
+            _ => None,
+        }
     }
 
     #[cfg(test)]
     fn contains(&self, hash: Hash128) -> bool {
-        self.keys.contains_key(&hash)
+        self.get(hash).is_some()
     }
 
     /// Adds the key of record `record` of chunk `chunk` (chunks, and records within one, in
     /// input order), with its tag.
     pub(super) fn add(&mut self, chunk: u64, record: usize, hash: Hash128, tag: u64) {
-        self.keys.insert(hash, tag);
+        self.keys.insert(hash, (chunk, record, tag));
+        let entry = Entry { record, hash, tag };
         match self.chunks.back_mut() {
-            Some((c, keys)) if *c == chunk => keys.push((record, hash, tag)),
-            _ => self.chunks.push_back((chunk, vec![(record, hash, tag)])),
+            Some((c, keys)) if *c == chunk => keys.push(entry),
+            _ => self.chunks.push_back((chunk, vec![entry])),
         }
+        self.live += 1;
     }
 
-    /// Commits, in input order, the pending keys of the records before `cut`: each is handed
-    /// with its tag to `insert` (which puts it in the structure) before it leaves the pending
-    /// set, so a lookup finds it in one or the other throughout. Stops at the first failure.
+    /// Commits, in input order, the pending keys of the records before `cut`: `insert` puts a
+    /// run of them in the structure (all of one chunk), and returns how many it put there
+    /// before it failed, with why. A lookup finds a key in the structure or here throughout.
     pub(super) fn commit(
         &mut self,
         cut: Cut,
-        mut insert: impl FnMut(Hash128, u64) -> Result<(), String>,
+        mut insert: impl FnMut(&[Entry]) -> Result<(), (usize, String)>,
     ) -> Result<(), String> {
+        let mut failed = None;
         while let Some((chunk, keys)) = self.chunks.front_mut() {
             if *chunk > cut.chunk {
                 break;
             }
-            let whole = *chunk < cut.chunk;
-            let take = if whole {
+            let take = if *chunk < cut.chunk {
                 keys.len()
             } else {
-                keys.partition_point(|&(record, ..)| record < cut.record)
+                keys.partition_point(|e| e.record < cut.record)
             };
-            for (done, &(_, hash, tag)) in keys[..take].iter().enumerate() {
-                if let Err(e) = insert(hash, tag) {
-                    keys.drain(..done);
-                    return Err(e);
+            let done = match insert(&keys[..take]) {
+                Ok(()) => take,
+                Err((done, why)) => {
+                    failed = Some(why);
+                    done
                 }
-                // Unless a later record of the key is pending too.
-                if self.keys.get(&hash) == Some(&tag) {
-                    self.keys.remove(&hash);
-                }
-            }
-            if take == keys.len() {
+            };
+            self.live -= done;
+            if done == keys.len() {
                 self.chunks.pop_front();
             } else {
-                keys.drain(..take);
-                break;
+                // Where the commits stop: the first key not committed.
+                let stop = Cut {
+                    chunk: *chunk,
+                    record: keys[done].record,
+                };
+                keys.drain(..done);
+                self.committed = self.committed.max(stop.min(cut));
+                return failed.map_or(Ok(()), Err);
             }
         }
-        Ok(())
+        self.committed = self.committed.max(cut);
+        if self.keys.len() > 2 * self.live + 4096 {
+            let committed = self.committed;
+            self.keys
+                .retain(|_, &mut (chunk, record, _)| Cut { chunk, record } >= committed);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// The number of keys pending.
+    pub(super) fn live(&self) -> usize {
+        self.live
     }
 
     /// Forgets every pending key (the records after the cut, never written).
     pub(super) fn clear(&mut self) {
         self.keys.clear();
         self.chunks.clear();
+        self.live = 0;
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.keys.len()
+        self.live
     }
 }
 
@@ -143,8 +183,8 @@ mod tests {
             chunk: 2,
             record: 7,
         };
-        p.commit(cut, |x, _| {
-            got.push(x);
+        p.commit(cut, |run| {
+            got.extend(run.iter().map(|e| e.hash));
             Ok(())
         })
         .unwrap();
@@ -158,8 +198,8 @@ mod tests {
                 chunk: 3,
                 record: 0,
             },
-            |x, _| {
-                got.push(x);
+            |run| {
+                got.extend(run.iter().map(|e| e.hash));
                 Ok(())
             },
         )
@@ -179,8 +219,8 @@ mod tests {
         let mut got = Vec::new();
         for (chunk, still) in [(1, Some(9)), (2, None)] {
             let cut = Cut { chunk, record: 0 };
-            p.commit(cut, |x, tag| {
-                got.push((x, tag));
+            p.commit(cut, |run| {
+                got.extend(run.iter().map(|e| (e.hash, e.tag)));
                 Ok(())
             })
             .unwrap();
@@ -199,21 +239,16 @@ mod tests {
             chunk: 1,
             record: 0,
         };
-        let mut calls = 0;
-        let failed = p.commit(cut, |x, _| {
-            calls += 1;
-            if x == h(2) {
-                Err("full".into())
-            } else {
-                Ok(())
-            }
+        let failed = p.commit(cut, |run| {
+            assert_eq!(run.len(), 4);
+            // The third fails.
+            Err((2, "full".into()))
         });
         assert_eq!(failed, Err("full".to_string()));
-        assert_eq!(calls, 3);
         assert!(!p.contains(h(1)) && p.contains(h(2)) && p.contains(h(3)));
         let mut got = Vec::new();
-        p.commit(cut, |x, _| {
-            got.push(x);
+        p.commit(cut, |run| {
+            got.extend(run.iter().map(|e| e.hash));
             Ok(())
         })
         .unwrap();

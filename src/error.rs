@@ -147,6 +147,10 @@ pub enum Corruption {
     Truncated,
     /// Bytes follow the end of the file (a file loaded from a path must be exactly one file).
     TrailingBytes,
+    /// `import_chunks`: the first piece does not begin with this crate's magic number, so it
+    /// is not the start of a file: the pieces are out of order or the first one is missing
+    /// (or they hold no file of this crate).
+    NotTheFirstPiece,
 }
 
 impl fmt::Display for Corruption {
@@ -160,6 +164,10 @@ impl fmt::Display for Corruption {
             }
             Self::Truncated => f.write_str("the file is truncated"),
             Self::TrailingBytes => f.write_str("bytes follow the end of the file"),
+            Self::NotTheFirstPiece => f.write_str(
+                "the first piece is not the start of a file: the pieces are out of order or \
+                 the first one is missing (or they hold no file of the seen crate)",
+            ),
         }
     }
 }

@@ -367,11 +367,15 @@ fn crafted_headers_are_refused_for_what_they_say() {
         Error::Corrupt(Corruption::NotASeenFile)
     );
 
-    // 2^60 bytes of bits: the blocks and the payload length agree, the file does not, and
-    // nothing is allocated for them.
+    // About 2^61 bytes of bits: the header is the sizing of a real filter (its fields agree,
+    // its length fits a u64), the file is not, and nothing is allocated for the bits.
+    let sizing = seen::sizing::blocked(1 << 60, 0.01, Layout::Word).unwrap();
     let mut huge = good.clone();
-    put_u64(&mut huge, 48, 1 << 57); // word blocks
-    put_u64(&mut huge, 56, 1 << 60); // payload bytes
+    huge[20..24].copy_from_slice(&sizing.hashes.to_le_bytes());
+    put_u64(&mut huge, 24, sizing.capacity);
+    put_u64(&mut huge, 40, sizing.expected_fpr.to_bits());
+    put_u64(&mut huge, 48, sizing.blocks);
+    put_u64(&mut huge, 56, sizing.bytes()); // payload bytes
     assert_eq!(
         load(&huge).unwrap_err(),
         Error::Corrupt(Corruption::Truncated)

@@ -48,10 +48,10 @@ pub(crate) fn line_bits(lines: u64) -> Result<u64, Error> {
 }
 
 /// The sizing a Bloom filter header describes, after checking that every field is possible and
-/// that they agree with each other; the payload holds the bits and then `records` records of
-/// `record_bytes` each (none for an atomic filter, the pending hashes of a semi-concurrent one). The sizing model
-/// is not re-run: a file keeps the blocks and `k` it was written with, whatever a later version
-/// of the crate would choose.
+/// that they agree with each other as the crate's sizing makes them agree
+/// ([`BlockedSizing::check_built`]); the payload holds the bits and then `records` records of
+/// `record_bytes` each (none for an atomic filter, the pending hashes of a semi-concurrent
+/// one).
 fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Error> {
     let layout = bloom_parameters(header)?;
     let lines = match layout {
@@ -72,7 +72,7 @@ fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Err
         ));
     }
     let bits = line_bits(lines)?;
-    Ok(BlockedSizing {
+    let sizing = BlockedSizing {
         layout,
         capacity: header.capacity,
         fpr: header.fpr,
@@ -80,7 +80,9 @@ fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Err
         blocks: header.blocks,
         hashes: header.hashes,
         expected_fpr: header.expected_fpr,
-    })
+    };
+    sizing.check_built().map_err(bad_header)?;
+    Ok(sizing)
 }
 
 /// The layout of a header that carries a Bloom filter's parameters, after checking each of
@@ -100,7 +102,7 @@ pub(super) fn bloom_parameters(header: &Header) -> Result<Layout, Error> {
         return Err(bad_header("expected false-positive rate outside [0, 1]"));
     }
     if !(1..=MAX_HASHES).contains(&header.hashes) {
-        return Err(bad_header("bit positions per item outside 1..=64"));
+        return Err(bad_header("k (bit positions per item) outside 1 to 64"));
     }
     Ok(layout)
 }
@@ -331,3 +333,101 @@ assert!(loaded.contains(\"compacted\") && loaded.contains(\"pending\"));
 assert_eq!(loaded.pending_len(), 0); // the pending hashes are in the loaded snapshot",
     Clone
 );
+
+#[cfg(all(test, not(seen_loom)))]
+mod tests {
+    use super::*;
+    use crate::hash::{ItemHasher, StableHasher};
+    use crate::sizing::{GrowingSizing, MAX_LAYERS, blocked};
+    use proptest::prelude::*;
+
+    /// `p` log-uniform in [1e-30, 0.99] half of the time, in [6.4e-6, 0.99] the other half:
+    /// below 6.4e-6 (words) or 4.7e-15 (lines) the sizing refuses the rate, and the crate
+    /// writes no such filter.
+    fn fpr() -> impl Strategy<Value = f64> {
+        prop_oneof![-30.0f64..-0.0044, -5.19f64..-0.0044].prop_map(|e| 10f64.powf(e))
+    }
+
+    /// Capacities log-uniform in [1, 1e12]: headers only, nothing of that size is allocated.
+    fn capacity() -> impl Strategy<Value = u64> {
+        (0.0f64..12.0).prop_map(|e| 10f64.powf(e) as u64)
+    }
+
+    fn layout() -> impl Strategy<Value = Layout> {
+        prop_oneof![Just(Layout::Word), Just(Layout::Line)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Every sizing the crate builds passes the checks of its file's header, as a Bloom
+        /// filter (kind 1) and as a semi-concurrent one with pending hashes (kind 2), and
+        /// comes back unchanged.
+        #[test]
+        fn every_header_the_crate_writes_passes_its_checks(
+            capacity in capacity(), fpr in fpr(), layout in layout(), pending in 0u64..3,
+        ) {
+            let Ok(sizing) = blocked(capacity, fpr, layout) else {
+                return Ok(());
+            };
+            let mut header = bloom_header(&sizing, StableHasher::new().identity());
+            prop_assert_eq!(bloom_sizing(&header, 0), Ok(sizing));
+            header.kind = Kind::SemiBloom;
+            header.records = pending;
+            header.payload_bytes += 16 * pending;
+            prop_assert_eq!(bloom_sizing(&header, 16), Ok(sizing));
+        }
+
+        /// Every layer of every schedule the crate builds (up to the layer the sizing refuses)
+        /// passes the checks a growing filter's file makes of its layers.
+        #[test]
+        fn every_layer_the_crate_grows_passes_its_checks(
+            capacity in capacity(), fpr in fpr(), layout in layout(),
+            expansion in prop_oneof![Just(1u32), Just(2), 1u32..=16, Just(1 << 16)],
+            tightening in prop_oneof![Just(0.8), 0.01f64..0.99],
+            scaling: bool,
+        ) {
+            let Ok(growth) =
+                GrowingSizing::checked(capacity, fpr, layout, expansion, tightening, scaling)
+            else {
+                return Ok(());
+            };
+            let layers = if scaling { MAX_LAYERS } else { 1 };
+            for i in 0..layers {
+                let Ok(layer) = growth.layer(i) else { break };
+                prop_assert_eq!(layer.check_built(), Ok(()), "layer {}", i);
+            }
+        }
+    }
+
+    /// The edges of the domain: the smallest capacity, the layouts' lowest rates, rates just
+    /// under 1, and capacities whose bits approach what a `u64` counts.
+    #[test]
+    fn headers_at_the_edges_of_the_domain_pass_their_checks() {
+        let rates = [
+            6.4e-6,
+            6.5e-6,
+            4.7e-15,
+            1e-14,
+            0.5,
+            0.5 / 0.97,
+            0.6,
+            0.99,
+            1.0 - 1e-16,
+        ];
+        for layout in [Layout::Word, Layout::Line] {
+            for capacity in [1, 2, 7, 8, 9, 63, 64, 65, 1 << 40, 1 << 55, u64::MAX / 64] {
+                for fpr in rates {
+                    if let Ok(sizing) = blocked(capacity, fpr, layout) {
+                        let header = bloom_header(&sizing, None);
+                        assert_eq!(
+                            bloom_sizing(&header, 0),
+                            Ok(sizing),
+                            "{capacity} {fpr:e} {layout:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

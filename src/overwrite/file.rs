@@ -50,7 +50,10 @@ fn map_buckets(header: &Header, slot_bytes: usize) -> Result<usize, Error> {
         || header.fpr.to_bits() != 0
         || header.expected_fpr.to_bits() != 0
     {
-        return Err(bad_header("Bloom filter parameters in a map"));
+        return Err(bad_header(
+            "layout, k, capacity, target or expected false-positive rate in a map (a Bloom \
+             filter's fields)",
+        ));
     }
     if header.blocks == 0 {
         return Err(bad_header("no buckets"));
@@ -128,7 +131,9 @@ impl<H> OverwriteMap<H> {
     ) -> Result<Self, Error> {
         let buckets = map_buckets(header, 8)?;
         if header.records != 0 || header.payload_bytes != header.blocks.saturating_mul(8) {
-            return Err(bad_header("payload length disagrees with the buckets"));
+            return Err(bad_header(
+                "payload length or records disagree with the buckets",
+            ));
         }
         let slots = read_boxed_slice(
             buckets,
@@ -221,7 +226,7 @@ impl<H> ExactOverwriteMap<H> {
         if least.is_none_or(|least| least > header.payload_bytes) || header.records > header.blocks
         {
             return Err(bad_header(
-                "payload length disagrees with the buckets and keys",
+                "payload length disagrees with the buckets and the keys (records)",
             ));
         }
         let bitmap = read_boxed_slice(
@@ -235,7 +240,9 @@ impl<H> ExactOverwriteMap<H> {
         if occupied != header.records
             || (spare > 0 && bitmap[bitmap_words - 1] >> (64 - spare) != 0)
         {
-            return Err(bad_header("occupied slots disagree with the key count"));
+            return Err(bad_header(
+                "occupied slots of the bitmap disagree with the buckets and the keys (records)",
+            ));
         }
         let empty: Arc<super::exact::Entry> = Arc::new(None);
         // The table: one pointer per bucket, bounded by the bitmap's bytes (read above) times 64.

@@ -155,6 +155,9 @@ pub(crate) struct PieceReader<I: Iterator> {
     pieces: I,
     current: Option<I::Item>,
     at: usize,
+    /// Whether the first piece that is not empty begins as a file begins (with the magic
+    /// number, or as much of it as the piece holds); `None` before it is read.
+    starts_a_file: Option<bool>,
 }
 
 impl<I: Iterator<Item = B>, B: AsRef<[u8]>> PieceReader<I> {
@@ -163,6 +166,19 @@ impl<I: Iterator<Item = B>, B: AsRef<[u8]>> PieceReader<I> {
             pieces: pieces.into_iter(),
             current: None,
             at: 0,
+            starts_a_file: None,
+        }
+    }
+
+    /// `e`, said of pieces: a file whose magic number is wrong and whose first piece does not
+    /// begin with it is [`Corruption::NotTheFirstPiece`] (a piece was put first that belongs
+    /// elsewhere, or the first is missing), not merely a file of another kind.
+    pub(crate) fn explain(&self, e: Error) -> Error {
+        match e {
+            Error::Corrupt(Corruption::NotASeenFile) if self.starts_a_file == Some(false) => {
+                Error::Corrupt(Corruption::NotTheFirstPiece)
+            }
+            other => other,
         }
     }
 
@@ -189,6 +205,11 @@ impl<I: Iterator<Item = B>, B: AsRef<[u8]>> Read for PieceReader<I> {
             }
             match self.pieces.next() {
                 Some(piece) => {
+                    let bytes = piece.as_ref();
+                    if self.starts_a_file.is_none() && !bytes.is_empty() {
+                        let n = bytes.len().min(format::MAGIC.len());
+                        self.starts_a_file = Some(bytes[..n] == format::MAGIC[..n]);
+                    }
                     self.current = Some(piece);
                     self.at = 0;
                 }
@@ -399,7 +420,8 @@ macro_rules! file_methods {
                 hasher: H,
             ) -> Result<Self, $crate::Error> {
                 let mut input = $crate::persist::PieceReader::new(pieces);
-                let value = Self::read_from_with_hasher(&mut input, hasher)?;
+                let value = Self::read_from_with_hasher(&mut input, hasher)
+                    .map_err(|e| input.explain(e))?;
                 input.finish()?;
                 Ok(value)
             }
@@ -468,13 +490,15 @@ macro_rules! file_methods {
             ///
             /// As [`read_from`](Self::read_from): a piece missing, repeated or out of order
             /// is [`Error::Corrupt`](crate::Error::Corrupt) (a checksum or the length fails);
-            /// bytes after the end are
+            /// a first piece that does not begin with the file's magic number is
+            /// [`Corruption::NotTheFirstPiece`](crate::Corruption::NotTheFirstPiece) (out of
+            /// order, or the first missing); bytes after the end are
             /// [`Corruption::TrailingBytes`](crate::Corruption::TrailingBytes).
             pub fn import_chunks<B: AsRef<[u8]>>(
                 pieces: impl IntoIterator<Item = B>,
             ) -> Result<Self, $crate::Error> {
                 let mut input = $crate::persist::PieceReader::new(pieces);
-                let value = Self::read_from(&mut input)?;
+                let value = Self::read_from(&mut input).map_err(|e| input.explain(e))?;
                 input.finish()?;
                 Ok(value)
             }

@@ -128,6 +128,70 @@ pub fn blocked(capacity: u64, fpr: f64, layout: Layout) -> Result<BlockedSizing,
     })
 }
 
+/// The relative difference that [`BlockedSizing::check_built`] allows between a rate a file
+/// holds and the one recomputed on load: far above the model's rounding (about 1e-12) and the
+/// few ulps by which one platform's math library differs from another's; far below what a
+/// change of `k` moves the model by, or a change of the capacity or the blocks by more than
+/// about `1e-6 / k` of them.
+pub(crate) const FILE_RATE_SLACK: f64 = 1e-6;
+
+impl BlockedSizing {
+    /// `Ok` if these fields could have come from [`blocked`]; else which field disagrees: the
+    /// checks a file's Bloom fields pass before a filter is built from them, listed in
+    /// [the format notes](crate::docs::format#header) ("How a Bloom filter's fields agree").
+    /// The search is not re-run; what every sizing it returns satisfies is checked, each rate
+    /// within a relative [`FILE_RATE_SLACK`]. Expects a capacity of at least 1 and rates in
+    /// range (the header's own checks), and returns an error, not a panic, for anything else.
+    pub(crate) fn check_built(&self) -> Result<(), &'static str> {
+        let layout = self.layout;
+        if !(1..=max_hashes(layout)).contains(&self.hashes) {
+            return Err(
+                "k (bit positions per item) outside the layout's range, 1 to 32 for \
+                 words and 1 to 64 for lines",
+            );
+        }
+        let per_line = u64::from(512 / layout.block_bits());
+        if self.blocks == 0
+            || self.blocks % per_line != 0
+            || self.blocks.checked_mul(u64::from(layout.block_bits())) != Some(self.bits)
+        {
+            return Err("blocks other than whole cache lines of the bits");
+        }
+        let load = self.capacity as f64 / self.blocks as f64;
+        let model = expected_fpr(layout, self.hashes, load);
+        // Written so that a NaN fails each check.
+        let agrees = (self.expected_fpr - model).abs() <= model * FILE_RATE_SLACK;
+        if !agrees {
+            return Err(
+                "expected false-positive rate other than the sizing model's for k, \
+                 the blocks and the capacity",
+            );
+        }
+        let target = self.fpr * SIZING_MARGIN;
+        let meets = model <= target * (1.0 + FILE_RATE_SLACK);
+        if !meets {
+            return Err(
+                "target false-positive rate below the one that k, the blocks and the \
+                 capacity were sized for",
+            );
+        }
+        let lines = self.blocks / per_line;
+        if lines > 1 {
+            let fewer = self.capacity as f64 / ((lines - 1) * per_line) as f64;
+            let past_bracket = fewer >= load_bracket(self.hashes, layout) * (1.0 - FILE_RATE_SLACK);
+            if !past_bracket
+                && expected_fpr(layout, self.hashes, fewer) <= target * (1.0 - FILE_RATE_SLACK)
+            {
+                return Err(
+                    "target false-positive rate above the one that k, the blocks and \
+                     the capacity were sized for (one cache line fewer meets it)",
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The expected false-positive rate, by the exact model, of a filter of this `layout` with `k`
 /// positions per item at a mean load of `load` items per block: what [`blocked`] computes for
 /// the filter it chooses, for any blocks and `k` (a file's). 1 for loads of 600 items per block
@@ -163,9 +227,10 @@ pub(crate) const fn min_fpr(layout: Layout) -> f64 {
     }
 }
 
-/// The largest `k` the search considers. At every accepted target the best `k` is below half of
-/// it, and no `k` up to four times it could do better (tests `best_hashes_are_far_below_the_bound`
-/// and `no_hashes_past_the_bound_beat_the_choice`).
+/// The largest `k` the search considers, and so the largest a file of the layout holds. At
+/// every accepted target the best `k` is below half of it, and no `k` up to four times it could
+/// do better (tests `best_hashes_are_far_below_the_bound` and
+/// `no_hashes_past_the_bound_beat_the_choice`).
 const fn max_hashes(layout: Layout) -> u32 {
     match layout {
         Layout::Word => 32,

@@ -114,9 +114,7 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
             "generations must be between 1 and 63",
         ));
     }
-    let g = f64::from(generations);
-    // 1 - (1 - p)^(1/G) without cancellation: -expm1(ln(1 - p) / G).
-    let generation_fpr = -((-fpr).ln_1p() / g).exp_m1();
+    let generation_fpr = generation_fpr(fpr, generations);
     let generation =
         blocked(items_per_period, generation_fpr, Layout::Word).map_err(|e| match e {
             // Report the limit for the window, which is what the caller asked for.
@@ -125,7 +123,7 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
             } => Error::FprBelowLayoutLimit {
                 layout,
                 fpr,
-                min_fpr: -(g * (-min_fpr).ln_1p()).exp_m1(),
+                min_fpr: window_fpr(min_fpr, generations),
                 use_layout: None,
             },
             other => other,
@@ -140,7 +138,7 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
             requested: generation.bits as f64 * f64::from(stride_words),
             limit: max_bits(),
         })?;
-    let expected_fpr = -(g * (-generation.expected_fpr).ln_1p()).exp_m1();
+    let expected_fpr = window_fpr(generation.expected_fpr, generations);
     Ok(WindowSizing {
         generation,
         generations,
@@ -150,6 +148,18 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
         expected_fpr,
         bits,
     })
+}
+
+/// The rate each of `generations` generations is sized for, so that a lookup over all of them
+/// meets `fpr`: `1 - (1 - fpr)^(1/G)`, without cancellation as `-expm1(ln(1 - fpr) / G)`.
+pub(crate) fn generation_fpr(fpr: f64, generations: u32) -> f64 {
+    -((-fpr).ln_1p() / f64::from(generations)).exp_m1()
+}
+
+/// The rate of a lookup over `generations` generations of rate `generation_fpr` each:
+/// `1 - (1 - e)^G`, as `-expm1(G ln(1 - e))`.
+pub(crate) fn window_fpr(generation_fpr: f64, generations: u32) -> f64 {
+    -(f64::from(generations) * (-generation_fpr).ln_1p()).exp_m1()
 }
 
 #[cfg(all(test, not(seen_loom)))]

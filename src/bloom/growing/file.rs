@@ -175,10 +175,13 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                 && (blocks, hashes, expected_fpr.to_bits())
                     != (header.blocks, header.hashes, header.expected_fpr.to_bits())
             {
-                return Err(bad_header("first layer other than the header's"));
+                return Err(bad_header(
+                    "k, blocks or expected false-positive rate of the header other than the \
+                     first layer's",
+                ));
             }
             if !(1..=64).contains(&hashes) {
-                return Err(bad_header("bit positions per item outside 1..=64"));
+                return Err(bad_header("k (bit positions per item) outside 1 to 64"));
             }
             if !(0.0..=1.0).contains(&expected_fpr) {
                 return Err(bad_header("expected false-positive rate outside [0, 1]"));
@@ -197,24 +200,14 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                 return Err(bad_header("no blocks"));
             }
             let bits = line_bits(lines)?;
-            bits_bytes = bits_bytes
-                .checked_add(bits / 8)
-                .ok_or(bad_header("payload length disagrees with the layers"))?;
+            bits_bytes = bits_bytes.checked_add(bits / 8).ok_or(bad_header(
+                "payload length disagrees with the layers' blocks",
+            ))?;
             let capacity = growth
                 .layer_capacity(i)
                 .map_err(|_| bad_header("a layer capacity beyond 2^64"))?;
             let room = GrowingSizing::room(capacity)
                 .map_err(|_| bad_header("a layer capacity beyond 2^64"))?;
-            // The layer's bits must meet the rate the schedule gives it at its load: else the
-            // filter would grow by the schedule with layers too small for it, and its rate pass
-            // the target with no error. Any sizing at least as good is accepted (the writer's
-            // has a 3 % margin), so a file does not depend on the sizing search itself.
-            let model = crate::sizing::expected_fpr(layout, hashes, room as f64 / blocks as f64);
-            if model.is_nan() || model > growth.layer_fpr(i) * (1.0 + 1e-6) {
-                return Err(bad_header(
-                    "a layer too small for the capacity and rate the schedule gives it",
-                ));
-            }
             let sizing = BlockedSizing {
                 layout,
                 capacity: room,
@@ -224,10 +217,28 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                 hashes,
                 expected_fpr,
             };
+            // The layer must be the sizing of the capacity and rate the schedule gives it: else
+            // the filter would grow by the schedule with layers too small for it, and its rate
+            // pass the target with no error (or a field be misreported).
+            sizing.check_built().map_err(|_| {
+                bad_header(
+                    "a layer's blocks, k or expected false-positive rate other than the sizing \
+                     of the capacity and rate its schedule gives it (initial capacity, \
+                     expansion, target rate, tightening ratio, scaling)",
+                )
+            })?;
+            if i + 1 < count as u32 && counted < capacity {
+                // A layer is followed by another only once it counted its capacity.
+                return Err(bad_header(
+                    "a layer before the newest that counted fewer new items than its capacity",
+                ));
+            }
             sizes.push((sizing, capacity, counted));
         }
         if records.checked_add(bits_bytes) != Some(header.payload_bytes) {
-            return Err(bad_header("payload length disagrees with the layers"));
+            return Err(bad_header(
+                "payload length disagrees with the layers' blocks",
+            ));
         }
         line_bits(bits_bytes / 64)?;
         let mut layers = Vec::with_capacity(sizes.len());

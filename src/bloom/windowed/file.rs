@@ -14,7 +14,9 @@ use crate::clock::{Clock, SystemClock, as_nanos};
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
 use crate::persist::{bad_header, identity_of, write_file};
-use crate::sizing::{BlockedSizing, MAX_GENERATIONS, WindowSizing};
+use crate::sizing::{
+    BlockedSizing, FILE_RATE_SLACK, MAX_GENERATIONS, WindowSizing, generation_fpr, window_fpr,
+};
 use crate::sync::Ordering::Relaxed;
 use crate::{Error, Layout};
 
@@ -98,7 +100,7 @@ impl Record {
         let stride_words = u32_at(4);
         if stride_words != (generations + 1).next_power_of_two() {
             return Err(bad_header(
-                "words per block other than the slots to a power of two",
+                "words per block other than the generations plus one, to a power of two",
             ));
         }
         if u64::from(stride_words) != stride {
@@ -199,6 +201,46 @@ fn words_per_block(header: &Header) -> Result<u64, Error> {
     }
     line_bits(header.blocks / 8 * stride)?;
     Ok(stride)
+}
+
+/// One generation's sizing, from the header's Bloom fields and the record's rates, after
+/// checking the window's fields against each other as [`window`](crate::sizing::window) makes
+/// them agree: the rate each generation is sized for is `1 - (1 - fpr)^(1/G)` of the header's
+/// target and the record's `G`, the header's expected rate `1 - (1 - e)^G` of the record's
+/// generation rate `e`, each within a relative [`FILE_RATE_SLACK`] (a platform's math library
+/// may differ from the writer's by an ulp), and the generation's fields are a sizing the crate
+/// builds ([`BlockedSizing::check_built`]). Checked before the bits are read.
+fn generation_sizing(header: &Header, record: &Record) -> Result<BlockedSizing, Error> {
+    let near = |a: f64, b: f64| (a - b).abs() <= b * FILE_RATE_SLACK;
+    if !near(
+        record.generation_fpr,
+        generation_fpr(header.fpr, record.generations),
+    ) {
+        return Err(bad_header(
+            "generation false-positive rate other than 1 - (1 - fpr)^(1/G) of the target \
+             rate and the generations",
+        ));
+    }
+    if !near(
+        header.expected_fpr,
+        window_fpr(record.generation_expected_fpr, record.generations),
+    ) {
+        return Err(bad_header(
+            "expected false-positive rate of the window other than that of the generations \
+             at the generation's expected rate",
+        ));
+    }
+    let generation = BlockedSizing {
+        layout: Layout::Word,
+        capacity: header.capacity,
+        fpr: record.generation_fpr,
+        bits: header.blocks * 64,
+        blocks: header.blocks,
+        hashes: header.hashes,
+        expected_fpr: record.generation_expected_fpr,
+    };
+    generation.check_built().map_err(bad_header)?;
+    Ok(generation)
 }
 
 impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
@@ -314,6 +356,7 @@ impl<H: ItemHasher> WindowedBloomFilter<H> {
         let mut bytes = [0u8; RECORD_BYTES as usize];
         payload.read_exact(&mut bytes)?;
         let record = Record::parse(&bytes, stride)?;
+        let generation = generation_sizing(header, &record)?;
         // Checked by `words_per_block`: the bits are fewer than this machine addresses.
         let lines = (header.blocks / 8 * stride) as usize;
         let bits = AtomicBits::read_lines(lines, checked, |line| payload.read_exact(line))?;
@@ -328,15 +371,6 @@ impl<H: ItemHasher> WindowedBloomFilter<H> {
                 "set bits in the spare generation or the padding",
             ));
         }
-        let generation = BlockedSizing {
-            layout: Layout::Word,
-            capacity: header.capacity,
-            fpr: record.generation_fpr,
-            bits: header.blocks * 64,
-            blocks: header.blocks,
-            hashes: header.hashes,
-            expected_fpr: record.generation_expected_fpr,
-        };
         let sizing = WindowSizing {
             generation,
             generations: record.generations,
@@ -373,3 +407,37 @@ filter.write_to(&mut bytes)?;
 assert_eq!(WindowedBloomFilter::read_from(&bytes[..])?.sizing(), filter.sizing());
 std::fs::remove_file(&path).unwrap();"
 );
+
+#[cfg(all(test, not(seen_loom)))]
+mod tests {
+    use super::*;
+    use crate::hash::StableHasher;
+    use crate::sizing::window;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Every window the crate sizes (items per period 1 to 1e12, 1 to 63 generations,
+        /// rates 1e-30 to 0.99, half of them above 3e-5; those below the word layout's limit
+        /// are refused by the sizing) writes a header and a
+        /// record that pass the checks of a load, and the generation comes back unchanged.
+        /// Headers only: nothing of that size is allocated.
+        #[test]
+        fn every_window_header_the_crate_writes_passes_its_checks(
+            items in (0.0f64..12.0).prop_map(|e| 10f64.powf(e) as u64),
+            generations in prop_oneof![Just(1u32), Just(MAX_GENERATIONS), 1..=MAX_GENERATIONS],
+            fpr in prop_oneof![-30.0f64..-0.0044, -4.5f64..-0.0044].prop_map(|e| 10f64.powf(e)),
+        ) {
+            let Ok(sizing) = window(items, generations, fpr) else {
+                return Ok(());
+            };
+            let header = window_header(&sizing, StableHasher::new().identity());
+            let stride = words_per_block(&header).unwrap();
+            let state = RotationState { epoch: 0, counted: 0, next_due: u64::MAX };
+            let record = Record::parse(&encode_record(&sizing, Rotation::Manual, state), stride)
+                .unwrap();
+            prop_assert_eq!(generation_sizing(&header, &record), Ok(sizing.generation));
+        }
+    }
+}

@@ -565,7 +565,7 @@ fn goldens() -> [Golden; 7] {
                 let hour = Duration::from_secs(3600);
                 let clock = ManualClock::new(golden_window_start());
                 let f = WindowedBloomFilter::builder(1000)
-                    .generations(3)
+                    .periods(2)
                     .rotate_every_aligned(hour)
                     .clock(clock.clone())
                     .build()
@@ -846,7 +846,7 @@ fn small_files() -> Vec<Small> {
 /// word besides the spare), part way into its third generation.
 fn small_window_file(keys: &[u64]) -> Vec<u8> {
     let window = WindowedBloomFilter::builder(300)
-        .generations(2)
+        .periods(1)
         .rotate_after(120)
         .build()
         .unwrap();
@@ -1422,7 +1422,7 @@ fn chunked_export_and_import_move_every_structure_through_a_size_limited_store()
     keys.iter().for_each(|k| _ = exact.insert(&k.to_le_bytes()));
     check!(&exact, ExactOverwriteMap);
     let window = WindowedBloomFilter::builder(2_000)
-        .generations(3)
+        .periods(2)
         .rotate_after(2_000)
         .build()
         .unwrap();
@@ -1562,7 +1562,7 @@ fn window_on(
     rotation: Rotation,
     clock: &ManualClock,
 ) -> WindowedBloomFilter<StableHasher, ManualClock> {
-    let builder = WindowedBloomFilter::builder(1000).generations(3);
+    let builder = WindowedBloomFilter::builder(1000).periods(2);
     let builder = match rotation {
         Rotation::AfterInserts(n) => builder.rotate_after(n),
         Rotation::Every(p) => builder.rotate_every(p),
@@ -1783,7 +1783,7 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
 fn crafted_window_files_are_refused_for_what_they_say() {
     // 2 generations: 4 words per block, slot 3 is padding; generation 1's spare is slot 2.
     let f = WindowedBloomFilter::builder(300)
-        .generations(2)
+        .periods(1)
         .rotate_manually()
         .build()
         .unwrap();
@@ -1979,7 +1979,7 @@ fn a_window_save_racing_writers_and_rotations_keeps_every_live_insert() {
     const G: u64 = 3;
     const PER_GENERATION: usize = 5_000;
     let filter = &WindowedBloomFilter::builder(4 * PER_GENERATION as u64)
-        .generations(G as u32)
+        .periods(G as u32 - 1)
         .rotate_manually()
         .build()
         .unwrap();
@@ -2100,7 +2100,7 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     let u32_at = |file: &[u8], at: usize| u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
     let u64_at = |file: &[u8], at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
     let f = WindowedBloomFilter::builder(1000)
-        .generations(2)
+        .periods(1)
         .rotate_manually()
         .build()
         .unwrap();

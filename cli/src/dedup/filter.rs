@@ -167,7 +167,7 @@ impl Filter {
             });
             let filter = WindowedBloomFilter::builder(args.capacity)
                 .fpr(args.fpr)
-                .generations(generations)
+                .periods(generations - 1)
                 .rotate_every_aligned(period)
                 .clock(clock.clone())
                 .build()?;

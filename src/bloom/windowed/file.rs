@@ -211,7 +211,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Runs on `&self`, concurrently with inserts and lookups on other threads, and holds the
     /// rotation lock while it writes: **every insert that happened before `write_to` began is
     /// in the output** while its generation is live at the saved generation (an insert that
-    /// returned `true` in generation `e` is saved up to generation `e + G - 1`, as the filter
+    /// returned `true` in generation `e` is saved up to generation `e + periods`, as the filter
     /// keeps it). Inserts racing with the write may be in it, whole or in part (extra set
     /// bits, never a lost item). No rotation happens meanwhile: [`rotate`](Self::rotate)
     /// returns `None`, [`maintain`](Self::maintain) and the inserts that would rotate skip it,
@@ -227,8 +227,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// generation number, the rotation mode, the count and the next rotation time; the loaded
     /// filter reads the [`SystemClock`] ([`with_clock`](Self::with_clock) puts another in its
     /// place). A time-mode filter loaded after its next rotation time catches up at its next
-    /// [`maintain`](Self::maintain): one rotation per period missed, up to `G`, so a file
-    /// older than the whole window comes back with no live item.
+    /// [`maintain`](Self::maintain): one rotation per period missed, up to `periods + 1`, so a
+    /// file older than the whole window comes back with no live item.
     ///
     /// # Errors
     ///
@@ -238,7 +238,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     ///
     /// ```
     /// use seen::WindowedBloomFilter;
-    /// let f = WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// let f = WindowedBloomFilter::builder(1000).periods(2).rotate_manually().build()?;
     /// f.insert("old");
     /// f.rotate();
     /// f.insert("new");
@@ -362,7 +362,7 @@ crate::persist::file_methods!(
     Kind::WindowedBloom,
     "use seen::WindowedBloomFilter;
 let path = std::env::temp_dir().join(format!(\"seen-doc-window-{}.seen\", std::process::id()));
-let filter = WindowedBloomFilter::builder(1000).generations(3).rotate_after(500).build()?;
+let filter = WindowedBloomFilter::builder(1000).periods(2).rotate_after(500).build()?;
 filter.insert(\"a\");
 filter.save(&path)?;
 let loaded = WindowedBloomFilter::load(&path)?;

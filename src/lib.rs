@@ -48,7 +48,8 @@
 //!   [`sizing::BloomSizing`] is the classic textbook filter, for reference;
 //!   [`sizing::overwrite_buckets`] sizes a map for a window.
 //! - [`clock`]: the clocks a windowed filter rotates by: the wall clock, or a
-//!   [`ManualClock`](clock::ManualClock) for tests and simulations.
+//!   [`ManualClock`](clock::ManualClock) for tests and simulations; the
+//!   [`TimeBase`](clock::TimeBase) a filter and its file record of it.
 //! - [`hash`]: stable 128-bit hashing, the same on every run and platform; plug in your own.
 //! - [`DedupFilter`]: the trait every structure implements, with what each answer promises.
 //! - [`Error`]: why a constructor or a sizing function refused its input.

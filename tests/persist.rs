@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use seen::clock::{Clock, ManualClock};
+use seen::clock::{Clock, ManualClock, TimeBase};
 use seen::hash::{ItemHasher, StableHasher};
 use seen::{
     AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, GrowingBloomFilter, Layout,
@@ -1776,6 +1776,114 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
     }
 }
 
+/// The window record's `clock` field (payload offset 20): each time base a filter records is
+/// written as its number, loads back, and survives `with_clock` and a second save; a file of
+/// any other number is refused.
+#[test]
+fn a_window_file_keeps_what_time_its_filter_rotated_by() {
+    const R: usize = 112 + 20; // the record's clock field
+    let day = Duration::from_secs(86_400);
+    let manual = ManualClock::new(20_000 * day);
+    let builder = || {
+        WindowedBloomFilter::builder(1000)
+            .periods(2)
+            .rotate_every_aligned(day)
+    };
+    let cases: [(
+        &str,
+        WindowedBloomFilter<StableHasher, ManualClock>,
+        TimeBase,
+        u8,
+    ); 5] = [
+        (
+            "the system clock",
+            builder().build().unwrap().with_clock(manual.clone()),
+            TimeBase::Wall,
+            1,
+        ),
+        (
+            "a manual clock",
+            builder().clock(manual.clone()).build().unwrap(),
+            TimeBase::Other,
+            2,
+        ),
+        (
+            "a manual clock marked as the wall clock",
+            builder()
+                .clock(manual.clone())
+                .time_base(TimeBase::Wall)
+                .build()
+                .unwrap(),
+            TimeBase::Wall,
+            1,
+        ),
+        (
+            "the system clock marked as another",
+            builder()
+                .time_base(TimeBase::Other)
+                .build()
+                .unwrap()
+                .with_clock(manual.clone()),
+            TimeBase::Other,
+            2,
+        ),
+        (
+            "a manual clock marked as unknown",
+            builder()
+                .clock(manual.clone())
+                .build()
+                .unwrap()
+                .with_time_base(TimeBase::Unknown),
+            TimeBase::Unknown,
+            0,
+        ),
+    ];
+    for (what, f, base, number) in cases {
+        assert_eq!(f.time_base(), base, "{what}");
+        f.insert("a");
+        let file = window_bytes(&f);
+        assert_eq!(&file[R..R + 4], &[number, 0, 0, 0], "{what}");
+        // Loaded with the system clock, then given a manual one: the file's time base stays.
+        let loaded = WindowedBloomFilter::read_from(&file[..]).unwrap();
+        assert_eq!(loaded.time_base(), base, "{what}");
+        let loaded = loaded.with_clock(manual.clone());
+        assert_eq!(loaded.time_base(), base, "{what}");
+        assert!(loaded.contains("a"));
+        assert_eq!(window_bytes(&loaded), file, "{what}");
+        // A program that goes on by the wall clock records it.
+        let wall = loaded.with_time_base(TimeBase::Wall);
+        assert_eq!(&window_bytes(&wall)[R..R + 4], &[1, 0, 0, 0], "{what}");
+    }
+    // No writer writes 3 or more: refused, naming the field.
+    let mut file = window_bytes(&builder().clock(manual.clone()).build().unwrap());
+    for number in [3u32, 255, u32::MAX] {
+        file[R..R + 4].copy_from_slice(&number.to_le_bytes());
+        common::reseal(&mut file);
+        assert_eq!(
+            WindowedBloomFilter::read_from(&file[..]).unwrap_err(),
+            Error::Corrupt(Corruption::Header("unknown clock")),
+            "clock {number}"
+        );
+    }
+}
+
+/// A window file written before the record had a clock field (its bytes were reserved, 0)
+/// loads with an unknown time base: the golden file, written then.
+#[test]
+fn a_window_file_from_before_the_clock_field_loads_with_an_unknown_time_base() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/windowed-bloom-v1.seen");
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(&file[112 + 20..112 + 24], &[0, 0, 0, 0]);
+    let f = WindowedBloomFilter::load(&path).unwrap();
+    assert_eq!(f.time_base(), TimeBase::Unknown);
+    assert_eq!((f.generations(), f.periods()), (3, 2));
+    // It stays unknown through `with_clock` and a save, until the program says otherwise.
+    let f = f.with_clock(ManualClock::new(golden_window_start()));
+    assert_eq!(f.time_base(), TimeBase::Unknown);
+    let again = WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+    assert_eq!(again.time_base(), TimeBase::Unknown);
+}
+
 /// A windowed filter's file whose header or window record says something impossible, re-signed
 /// so that only that is wrong: each a typed error, from `load` and from `read_from`, before any
 /// allocation of the size it names.
@@ -1820,7 +1928,7 @@ fn crafted_window_files_are_refused_for_what_they_say() {
         ("generation 2^63", 8, &(1u64 << 63).to_le_bytes()),
         ("rotation mode 0", 16, &0u32.to_le_bytes()),
         ("rotation mode 5", 16, &5u32.to_le_bytes()),
-        ("reserved", 20, &1u32.to_le_bytes()),
+        ("clock 3", 20, &3u32.to_le_bytes()),
         ("a manual period", 24, &5u64.to_le_bytes()),
         ("a count of 0", 16, &1u32.to_le_bytes()),
         ("a period of 0", 16, &2u32.to_le_bytes()),
@@ -2131,7 +2239,8 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     let r = |at: usize| H + at;
     assert_eq!((u32_at(&file, r(0)), u32_at(&file, r(4))), (2, 4));
     assert_eq!(u64_at(&file, r(8)), 2);
-    assert_eq!((u32_at(&file, r(16)), u32_at(&file, r(20))), (4, 0));
+    // Manual rotation; built on the system clock: the wall clock.
+    assert_eq!((u32_at(&file, r(16)), u32_at(&file, r(20))), (4, 1));
     assert_eq!(u64_at(&file, r(24)), 0);
     assert_eq!(u64_at(&file, r(32)), u64::MAX);
     assert_eq!(u64_at(&file, r(40)), 0);

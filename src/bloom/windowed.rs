@@ -10,7 +10,7 @@ use super::info::{self, BloomInfo};
 use super::probe::word_probe;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::{AtomicBits, LINE_WORDS, Padded};
-use crate::clock::{Clock, SystemClock, as_nanos};
+use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::{WindowSizing, window};
 use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -46,6 +46,7 @@ pub struct WindowOptions<C = SystemClock> {
     periods: u32,
     rotation: Option<Rotation>,
     clock: C,
+    time_base: Option<TimeBase>,
 }
 
 impl Default for WindowOptions {
@@ -56,6 +57,7 @@ impl Default for WindowOptions {
             periods: 6,
             rotation: None,
             clock: SystemClock,
+            time_base: None,
         }
     }
 }
@@ -69,6 +71,11 @@ impl<C> WindowOptions<C> {
     /// The rotation, if set (`None`: after `capacity` new items).
     pub fn rotation(&self) -> Option<Rotation> {
         self.rotation
+    }
+
+    /// The time base, if set (`None`: the clock's, by [`Clock::is_wall_clock`]).
+    pub fn time_base(&self) -> Option<TimeBase> {
+        self.time_base
     }
 }
 
@@ -134,7 +141,17 @@ impl<C, H> BloomBuilder<WindowOptions<C>, H> {
             periods: o.periods,
             rotation: o.rotation,
             clock,
+            time_base: o.time_base,
         })
+    }
+
+    /// The [`TimeBase`] the filter records, in place of its clock's
+    /// ([`Clock::is_wall_clock`]): [`TimeBase::Wall`] for a
+    /// [`ManualClock`](crate::clock::ManualClock) that the program sets from the wall clock
+    /// itself (once per batch, say). The filter rotates by its clock either way.
+    pub fn time_base(mut self, base: TimeBase) -> Self {
+        self.options_mut().time_base = Some(base);
+        self
     }
 }
 
@@ -160,7 +177,10 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
         }
         let sizing = window(capacity, options.periods + 1, fpr)?;
         let rotation = options.rotation.unwrap_or(Rotation::AfterInserts(capacity));
-        WindowedBloomFilter::new(sizing, hasher, options.clock, rotation)
+        let time_base = options
+            .time_base
+            .unwrap_or_else(|| TimeBase::of(&options.clock));
+        WindowedBloomFilter::new(sizing, hasher, options.clock, time_base, rotation)
     }
 }
 
@@ -271,6 +291,8 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     sizing: WindowSizing,
     hasher: H,
     clock: C,
+    /// What time the filter has rotated by, as recorded (not necessarily what `clock` is).
+    time_base: TimeBase,
     rotation: Rotation,
     /// Slots per block (`G + 1`) and words per block (a power of two).
     slots: u64,
@@ -338,7 +360,13 @@ impl WindowedBloomFilter {
 }
 
 impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
-    fn new(sizing: WindowSizing, hasher: H, clock: C, rotation: Rotation) -> Result<Self, Error> {
+    fn new(
+        sizing: WindowSizing,
+        hasher: H,
+        clock: C,
+        time_base: TimeBase,
+        rotation: Rotation,
+    ) -> Result<Self, Error> {
         match rotation {
             Rotation::AfterInserts(0) => {
                 return Err(Error::InvalidParameter(
@@ -365,20 +393,21 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             counted: 0,
             next_due: 0,
         };
-        let filter = Self::from_parts(sizing, bits, hasher, clock, rotation, start);
+        let filter = Self::from_parts(sizing, bits, hasher, (clock, time_base), rotation, start);
         let now = as_nanos(filter.clock.now());
         filter.next_due.store(filter.first_due(now), Relaxed);
         Ok(filter)
     }
 
     /// The filter of these bits (the spare of generation `state.epoch`, slot `epoch + 1`, all
-    /// clear), in that rotation state, with the spare's clearing finished: what `new` builds
-    /// and what a load restores. The caller has checked the rotation (a count or period of 0).
+    /// clear), in that rotation state, on that clock and time base, with the spare's clearing
+    /// finished: what `new` builds and what a load restores. The caller has checked the
+    /// rotation (a count or period of 0).
     pub(super) fn from_parts(
         sizing: WindowSizing,
         bits: AtomicBits,
         hasher: H,
-        clock: C,
+        (clock, time_base): (C, TimeBase),
         rotation: Rotation,
         state: RotationState,
     ) -> Self {
@@ -412,6 +441,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             next_due: AtomicU64::new(state.next_due),
             rotating: TryMutex::new(()),
             clock,
+            time_base,
         }
     }
 
@@ -900,6 +930,14 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.sizing.generations
     }
 
+    /// What time the filter has rotated by, as recorded when it was built (from its clock or
+    /// the builder's [`time_base`](BloomBuilder::time_base)) or in the file it was loaded
+    /// from ([`TimeBase::Unknown`] for a file written before the filter recorded it). Kept
+    /// by [`with_clock`](Self::with_clock); replaced by [`with_time_base`](Self::with_time_base).
+    pub fn time_base(&self) -> TimeBase {
+        self.time_base
+    }
+
     /// The rotation mode.
     pub fn rotation(&self) -> Rotation {
         self.rotation
@@ -995,10 +1033,11 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         &self.clock
     }
 
-    /// This filter reading `clock` instead of its own; the bits, the generation and the
-    /// schedule stay (the next rotation time is kept, not recomputed from `clock`). A loaded
-    /// filter comes with the [`SystemClock`]: this puts a
-    /// [`ManualClock`](crate::clock::ManualClock) (or any other) in its place.
+    /// This filter reading `clock` instead of its own; the bits, the generation, the
+    /// schedule (the next rotation time is kept, not recomputed from `clock`) and the
+    /// [`time_base`](Self::time_base) stay: it records what time the filter has rotated by, so
+    /// a loaded filter keeps its file's. A loaded filter comes with the [`SystemClock`]: this
+    /// puts a [`ManualClock`](crate::clock::ManualClock) (or any other) in its place.
     ///
     /// A time-mode filter whose next rotation time has passed (one loaded from a file older
     /// than a period) catches up at the next [`maintain`](Self::maintain): one rotation per
@@ -1039,6 +1078,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             sizing: self.sizing,
             hasher: self.hasher,
             clock,
+            time_base: self.time_base,
             rotation: self.rotation,
             slots: self.slots,
             stride: self.stride,
@@ -1053,6 +1093,33 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             rotating: self.rotating,
         }
     }
+
+    /// This filter recording `base` as the time it rotates by, in place of its
+    /// [`time_base`](Self::time_base); nothing else changes. For a program that checked a
+    /// loaded state's time base against its own and goes on with its own: one loaded from a
+    /// file that did not record it ([`TimeBase::Unknown`]) then saves the base it now rotates
+    /// by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::WindowedBloomFilter;
+    /// use seen::clock::{ManualClock, TimeBase};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    /// let f = WindowedBloomFilter::builder(1000).clock(clock.clone()).build()?;
+    /// let mut file = Vec::new();
+    /// f.write_to(&mut file)?;
+    /// let loaded = WindowedBloomFilter::read_from(&file[..])?.with_clock(clock);
+    /// assert_eq!(loaded.time_base(), TimeBase::Other); // the file's, not the clock's
+    /// assert_eq!(loaded.with_time_base(TimeBase::Wall).time_base(), TimeBase::Wall);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_time_base(mut self, base: TimeBase) -> Self {
+        self.time_base = base;
+        self
+    }
 }
 
 impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
@@ -1062,6 +1129,7 @@ impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
             .field("periods", &(self.sizing.generations - 1))
             .field("fpr", &self.sizing.fpr)
             .field("rotation", &self.rotation)
+            .field("time_base", &self.time_base)
             .field("generation", &self.epoch.0.load(Relaxed))
             .field("bytes", &self.sizing.bytes())
             .finish_non_exhaustive()

@@ -1884,6 +1884,61 @@ fn a_window_file_from_before_the_clock_field_loads_with_an_unknown_time_base() {
     assert_eq!(again.time_base(), TimeBase::Unknown);
 }
 
+/// A file holds generation numbers below 2^63: a filter at 2^63 - 1 (loaded from a crafted
+/// file; honestly reached, 292 years of a rotation every nanosecond) does not rotate past it,
+/// by `rotate`, `maintain`, a count or the clock, so that what it saves loads again, with
+/// everything it held.
+#[test]
+fn a_window_at_the_last_generation_rotates_no_more_and_saves_a_file_that_loads() {
+    const LAST: u64 = (1 << 63) - 1;
+    const R: usize = 112; // the window record
+    let hour = Duration::from_secs(3600);
+    let start = Duration::from_secs(20_000 * 86_400);
+    let clock = ManualClock::new(start);
+    let keys = common::keys(130, 300);
+    for rotation in [
+        Rotation::Manual,
+        Rotation::AfterInserts(100),
+        Rotation::Every(hour),
+        Rotation::EveryAligned(hour),
+    ] {
+        clock.set(start);
+        // 3 generations and the spare: generation 3, like 2^63 - 1, lives in slot 3.
+        let f = window_on(rotation, &clock);
+        for _ in 0..3 {
+            f.rotate().unwrap();
+        }
+        keys[..50].iter().for_each(|k| _ = f.insert(k));
+        let mut file = window_bytes(&f);
+        file[R + 8..R + 16].copy_from_slice(&LAST.to_le_bytes());
+        common::reseal(&mut file);
+        let f = WindowedBloomFilter::read_from(&file[..])
+            .unwrap()
+            .with_clock(clock.clone());
+        assert_eq!(f.generation(), LAST, "{rotation:?}");
+        // Every way to rotate: none does.
+        assert_eq!(f.rotate(), None, "{rotation:?}");
+        keys.iter().for_each(|k| _ = f.insert(k)); // 250 more: past a count of 100
+        clock.advance(10 * hour); // past the next rotation time
+        keys.iter().for_each(|k| _ = f.insert(k));
+        assert_eq!(f.maintain(), 0, "{rotation:?}");
+        assert_eq!(f.rotate(), None, "{rotation:?}");
+        assert_eq!(f.generation(), LAST, "{rotation:?}");
+        // Saved, it loads, holding every key.
+        let loaded = WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+        assert_eq!(loaded.generation(), LAST, "{rotation:?}");
+        assert!(keys.iter().all(|k| loaded.contains(k)), "{rotation:?}");
+    }
+    // One generation earlier, the last rotation happens; the next does not.
+    let f = window_on(Rotation::Manual, &clock);
+    let mut file = window_bytes(&f);
+    file[R + 8..R + 16].copy_from_slice(&(LAST - 1).to_le_bytes());
+    common::reseal(&mut file);
+    let f = WindowedBloomFilter::read_from(&file[..]).unwrap();
+    assert_eq!((f.rotate(), f.rotate()), (Some(LAST), None));
+    WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+}
+
 /// A windowed filter's file whose header or window record says something impossible, re-signed
 /// so that only that is wrong: each a typed error, from `load` and from `read_from`, before any
 /// allocation of the size it names.

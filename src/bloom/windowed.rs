@@ -260,6 +260,11 @@ pub(crate) enum Twin {
 /// from a timer (a tenth of the period is plenty): it rotates on time and clears the spare off
 /// the insert path. One insert in 1024 also reads the clock and rotates when due.
 ///
+/// Generation numbers stop at 2^63 - 1, the largest a file holds (a filter rotating every
+/// nanosecond reaches it in 292 years; a loaded file may be there sooner): a filter there
+/// rotates no more ([`rotate`](Self::rotate) returns `None`, `maintain` and inserts do not
+/// rotate), so that every state it reaches saves to a file that loads.
+///
 /// # Examples
 ///
 /// ```
@@ -338,7 +343,13 @@ enum NotRotated {
     Busy,
     /// The spare is not clear yet and this caller may not clear it all.
     SpareDirty,
+    /// The current generation is the last a file holds, [`LAST_GENERATION`].
+    LastGeneration,
 }
+
+/// The largest generation number a filter reaches: the largest a file holds (a reader
+/// refuses 2^63 and more, so that a loaded filter's `epoch + 1` never overflows).
+pub(super) const LAST_GENERATION: u64 = (1 << 63) - 1;
 
 impl WindowedBloomFilter {
     /// A builder for a window of periods of `items_per_period` distinct items each.
@@ -402,7 +413,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// The filter of these bits (the spare of generation `state.epoch`, slot `epoch + 1`, all
     /// clear), in that rotation state, on that clock and time base, with the spare's clearing
     /// finished: what `new` builds and what a load restores. The caller has checked the
-    /// rotation (a count or period of 0).
+    /// rotation (a count or period of 0) and the generation (at most [`LAST_GENERATION`]).
     pub(super) fn from_parts(
         sizing: WindowSizing,
         bits: AtomicBits,
@@ -758,6 +769,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             // Another thread rotated since the caller looked: that rotation stands for this one.
             return Err(NotRotated::Busy);
         }
+        if epoch >= LAST_GENERATION {
+            return Err(NotRotated::LastGeneration);
+        }
         // The twin publishes once every chunk is claimed, finished or not.
         let claimed = twin == Twin::PublishWhenClaimed
             && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks;
@@ -845,7 +859,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// Starts a new generation now, whatever the rotation mode: the oldest generation is
     /// forgotten. Returns the new generation's number, or `None` if another thread rotated
-    /// after this call began (its rotation then stands for this one).
+    /// after this call began (its rotation then stands for this one) or the filter is at
+    /// generation 2^63 - 1, the last (see [Rotation and clearing](Self#rotation-and-clearing)).
     ///
     /// O(1) when the spare is already clear (after [`maintain`](Self::maintain), or once
     /// inserts have cleared it); otherwise this call clears what is left of it first, a
@@ -881,8 +896,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             let _guard = self.rotating.lock();
             match self.publish_if_ready(epoch, twin) {
                 Ok(next) => return Some(next),
-                // Another thread rotated since this call began: that rotation stands for it.
-                Err(NotRotated::Busy) => return None,
+                // Another thread rotated since this call began (that rotation stands for
+                // it), or this is the last generation.
+                Err(NotRotated::Busy | NotRotated::LastGeneration) => return None,
                 Err(NotRotated::SpareDirty) => {}
             }
         }

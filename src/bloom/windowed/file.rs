@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 
 use core::time::Duration;
 
-use super::{Rotation, RotationState, WindowedBloomFilter};
+use super::{LAST_GENERATION, Rotation, RotationState, WindowedBloomFilter};
 use crate::bits::AtomicBits;
 use crate::bloom::file::{bloom_parameters, line_bits};
 use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
@@ -29,8 +29,9 @@ const EVERY_ALIGNED: u32 = 3;
 const MANUAL: u32 = 4;
 
 /// The generation numbers a file may hold: below 2^63 (a filter rotating every nanosecond
-/// reaches it in 292 years), so that the loaded filter's `epoch + 1` never overflows.
-const MAX_EPOCH: u64 = 1 << 63;
+/// reaches it in 292 years), so that the loaded filter's `epoch + 1` never overflows. A filter
+/// does not rotate past the last of them.
+const MAX_EPOCH: u64 = LAST_GENERATION + 1;
 
 /// The time bases' numbers in the record (the `clock` field). Values are part of the format.
 const CLOCK_UNKNOWN: u32 = 0;

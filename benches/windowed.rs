@@ -123,7 +123,7 @@ fn measured_fpr(contains: impl Fn(u64) -> bool) -> f64 {
 fn windowed(generations: u32, n: u64) -> WindowedBloomFilter {
     WindowedBloomFilter::builder(n)
         .fpr(FPR)
-        .generations(generations)
+        .periods(generations - 1)
         .rotate_manually()
         .build()
         .unwrap()

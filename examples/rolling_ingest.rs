@@ -25,9 +25,11 @@
 //! the same day, about 3 days later, exactly 8 days later (the edge of the guarantee), between 8
 //! and 9 days later, exactly 9 days later (forgotten), about 12 days later (well beyond).
 //!
-//! With a rotation at every midnight the window is exact in calendar days: a record loaded on UTC
-//! day `d` is dropped through day `d + G - 1` and forgotten from day `d + G` (the documented
-//! `G - 1` to `G` periods). The example models that and asserts: every copy the window still
+//! The filter is built with `periods(8)`: every record is remembered for at least 8 full days
+//! after the copy that was loaded, so it keeps `G = 9` live generations (today's and 8 full
+//! days). With a rotation at every midnight the window is exact in calendar days: a record loaded
+//! on UTC day `d` is dropped through day `d + 8` and forgotten from day `d + 9` (the documented
+//! 8 to 9 periods). The example models that and asserts: every copy the window still
 //! holds is dropped, with no exception (a Bloom filter has no false negatives); every record the
 //! window no longer holds, old or new, is let through, except for false positives, whose count
 //! stays within a bound computed from the target rate (see `fp_bound`).
@@ -53,23 +55,25 @@ const CAPACITY: u64 = 300_000;
 /// The target false-positive rate of a lookup over the whole window: a new record taken for a
 /// duplicate and not loaded. One in a thousand.
 const FPR: f64 = 0.001;
-/// The job's need: a copy arriving up to 8 days (192 hours) after the loaded one is dropped.
+/// The job's need: a copy arriving up to 8 days (192 hours) after the loaded one is dropped:
+/// the filter's `periods(NEED_DAYS)`.
 const NEED_DAYS: u64 = 8;
-/// The live generations. A record loaded at time `t` on day `d` is remembered until the
-/// midnight that starts day `d + G`: at least `G - 1` full days after `t`, at most `G`. So a
-/// guaranteed 8 days takes `G = 9`.
+/// The live generations `periods(NEED_DAYS)` keeps: today's and `NEED_DAYS` full days. A record
+/// loaded at time `t` on day `d` is remembered until the midnight that starts day `d + G`: at
+/// least `G - 1 = NEED_DAYS` full days after `t`, at most `G`.
 ///
-/// - `G = 7`, the default, fits one cache line (7 generations and the spare are 8 words), but
-///   guarantees only 6 days.
-/// - `G = 8` is the old scheme (today's filter and the 7 before it): 7 days guaranteed; a copy
-///   7 to 8 days late is dropped only if it arrives before the midnight that ends the window.
-/// - `G = 9` guarantees 8. From 8 to 15 generations a block is 16 words (two cache lines per
-///   lookup), so 9 costs the same lines as 8 and about as much memory (each generation is
-///   sized for `FPR / G`: a little more bits for 9), but about twice the memory of 7 (16 words a
-///   block instead of 8, 6 of them padding).
-/// - Were memory tighter than the calendar: `G = 7` generations of 32 hours each
-///   (`rotate_every(32 h)`, a third more records each) also guarantee 8 days (6 × 32 h), in one
-///   line and about two thirds of the memory, but a generation no longer is a UTC day.
+/// - `periods(6)`, the default (`G = 7`), fits one cache line (7 generations and the spare are 8
+///   words), but guarantees only 6 days.
+/// - `periods(7)` (`G = 8`) is the old scheme (today's filter and the 7 before it): 7 days
+///   guaranteed; a copy 7 to 8 days late is dropped only if it arrives before the midnight that
+///   ends the window.
+/// - `periods(8)` (`G = 9`) guarantees 8. From 8 to 15 generations a block is 16 words (two
+///   cache lines per lookup), so 9 costs the same lines as 8 and about as much memory (each
+///   generation is sized for `FPR / G`: a little more bits for 9), but about twice the memory
+///   of 7 (16 words a block instead of 8, 6 of them padding).
+/// - Were memory tighter than the calendar: `periods(6)` of 32 hours each (`rotate_every(32 h)`,
+///   a third more records each) also guarantees 8 days (6 × 32 h), in one line and about two
+///   thirds of the memory, but a generation no longer is a UTC day.
 ///
 /// The report prints the sizes of all four.
 const G: u32 = NEED_DAYS as u32 + 1;
@@ -228,7 +232,7 @@ fn main() -> Result<(), seen::Error> {
     let clock = ManualClock::new(Duration::from_secs(DAY0 * DAY));
     let filter = WindowedBloomFilter::builder(CAPACITY)
         .fpr(FPR)
-        .generations(G)
+        .periods(NEED_DAYS as u32)
         .rotate_every_aligned(Duration::from_secs(DAY))
         .clock(clock.clone())
         .build()?;
@@ -347,8 +351,8 @@ fn main() -> Result<(), seen::Error> {
     let at = |d: Delay| d.index();
 
     println!(
-        "{DAYS} simulated days, {G} generations of a UTC day (rotated at midnight by maintain()), \
-         target fpr {FPR} over the window"
+        "{DAYS} simulated days, periods({NEED_DAYS}): {G} generations of a UTC day (rotated at \
+         midnight by maintain()), target fpr {FPR} over the window"
     );
     println!(
         "records          {deliveries} arrivals of {records} distinct records, at most \
@@ -391,8 +395,8 @@ fn main() -> Result<(), seen::Error> {
         sizing.expected_fpr,
     );
     println!(
-        "memory           {:.1} MiB, {} cache lines a lookup; G = 8: {:.1} MiB (7 days \
-         guaranteed), G = 7: {:.1} MiB (1 line, 6 days), G = 7 of 32 h: {:.1} MiB (1 line, 8 days)",
+        "memory           {:.1} MiB, {} cache lines a lookup; periods(7): {:.1} MiB (7 days), \
+         periods(6): {:.1} MiB (1 line, 6 days), periods(6) of 32 h: {:.1} MiB (1 line, 8 days)",
         mib(filter.memory_bytes()),
         sizing.lines_per_lookup(),
         mib(window(CAPACITY, 8, FPR)?.bytes()),
@@ -416,7 +420,8 @@ fn main() -> Result<(), seen::Error> {
          within the guarantee): first {first_error:?}"
     );
     assert!(guaranteed > 0 && dropped[at(Delay::EdgeIn)] > 0);
-    // Forgotten after G days, and a dropped copy does not renew a record: old copies are let
+    // Forgotten after G = NEED_DAYS + 1 days at most, and a dropped copy does not renew a
+    // record: old copies are let
     // through, except for false positives.
     assert!(
         (old_total.false_positives() as f64) <= old_bound,

@@ -22,10 +22,11 @@
 //!   senders, any "do this once" gate where a rare skipped item beats a duplicate.
 //! - [`Layout`]: where a filter keeps an item's bits. [`Layout::Word`] (the default) when racing
 //!   inserts of one item must have exactly one winner; [`Layout::Line`] when memory matters more.
-//! - [`WindowedBloomFilter`]: remembers only the last `G` periods (days, hours, or `N` new
-//!   items each) and forgets older ones, rotating without stopping writers; a lookup checks
-//!   every generation in one cache line (up to 7). For "at most once a day per device",
-//!   "crawl again after a week", an ingest that drops duplicates within 8 days.
+//! - [`WindowedBloomFilter`]: remembers only the last `n` periods (days, hours, or `N` new
+//!   items each, [`periods(n)`](builder::BloomBuilder::periods)) and forgets older ones,
+//!   rotating without stopping writers; a lookup checks every generation in one cache line (up
+//!   to 6 periods). For "at most once a day per device", "crawl again after a week", an ingest
+//!   that drops duplicates within 8 days.
 //! - [`GrowingBloomFilter`]: when you cannot size up front. Adds a layer twice as large at a
 //!   tighter rate whenever the newest is full (RedisBloom's scaling filter), so the rate stays
 //!   under the target however many items arrive; growth takes no lock. An insert checks every
@@ -47,7 +48,8 @@
 //!   [`sizing::BloomSizing`] is the classic textbook filter, for reference;
 //!   [`sizing::overwrite_buckets`] sizes a map for a window.
 //! - [`clock`]: the clocks a windowed filter rotates by: the wall clock, or a
-//!   [`ManualClock`](clock::ManualClock) for tests and simulations.
+//!   [`ManualClock`](clock::ManualClock) for tests and simulations; the
+//!   [`TimeBase`](clock::TimeBase) a filter and its file record of it.
 //! - [`hash`]: stable 128-bit hashing, the same on every run and platform; plug in your own.
 //! - [`DedupFilter`]: the trait every structure implements, with what each answer promises.
 //! - [`Error`]: why a constructor or a sizing function refused its input.
@@ -76,7 +78,7 @@
 //!   that an insert of a new item waits for the thread allocating the next layer once the full
 //!   layer has taken 1/64 more than its capacity (the bound that keeps the rate).
 //! - [`WindowedBloomFilter`] keeps these promises across rotations for an item younger than
-//!   its retention (`G - 1` to `G` periods): an item is forgotten only when its generation
+//!   its retention (`n` to `n + 1` periods): an item is forgotten only when its generation
 //!   retires, and racing inserts of one new item get exactly one `true` also when a rotation
 //!   happens meanwhile; `contains` is wait-free, `insert` lock-free (it retries only when a
 //!   rotation lands inside it).
@@ -108,7 +110,7 @@
 //! - [`Layout::Line`] and [`SemiConcurrentBloomFilter`] are not exactly-once: two threads
 //!   inserting one new item can both be told it is new.
 //! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
-//!   7 generations (8 to 15 take two lines); an insert that returns `false` does not renew the
+//!   6 periods (7 to 14 take two lines); an insert that returns `false` does not renew the
 //!   item's retention.
 //! - A fixed-size filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::info`] tells by how much). [`GrowingBloomFilter`] grows, at the

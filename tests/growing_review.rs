@@ -399,7 +399,7 @@ fn info_never_panics_or_reports_nan() {
     }
     check(semi.info());
     let w = seen::WindowedBloomFilter::builder(1)
-        .generations(2)
+        .periods(1)
         .rotate_manually()
         .build()
         .unwrap();

@@ -464,14 +464,11 @@ fn windowed_count_mode_rotates_at_the_count_with_weak_low_bits() {
     for n in [1000u64, 50_000, 1_000_000] {
         for stride in [1u64, 8, 1 << 16] {
             let weak = WindowedBloomFilter::builder(n)
-                .generations(4)
+                .periods(3)
                 .hasher(Fx)
                 .build()
                 .unwrap();
-            let strong = WindowedBloomFilter::builder(n)
-                .generations(4)
-                .build()
-                .unwrap();
+            let strong = WindowedBloomFilter::builder(n).periods(3).build().unwrap();
             let total = 10 * n;
             let (mut nw, mut ns) = (0u64, 0u64);
             for i in 0..total {
@@ -498,7 +495,7 @@ fn windowed_count_mode_rotates_at_the_count_with_weak_low_bits() {
 fn windowed_spare_is_clear_at_each_rotation_with_weak_low_bits() {
     let n = 20_000u64;
     let f = WindowedBloomFilter::builder(n)
-        .generations(2)
+        .periods(1)
         .hasher(Fx)
         .build()
         .unwrap();
@@ -530,7 +527,7 @@ fn windowed_spare_is_clear_at_each_rotation_with_weak_low_bits() {
 fn windowed_small_count_in_a_large_filter_rotates_and_clears_with_weak_low_bits() {
     for (capacity, count) in [(1_000_000u64, 1000u64), (4_000_000, 70_000)] {
         let f = WindowedBloomFilter::builder(capacity)
-            .generations(3)
+            .periods(2)
             .rotate_after(count)
             .hasher(Fx)
             .build()

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use seen::clock::{Clock, ManualClock};
+use seen::clock::{Clock, ManualClock, TimeBase};
 use seen::hash::{ItemHasher, StableHasher};
 use seen::{
     AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, GrowingBloomFilter, Layout,
@@ -569,7 +569,7 @@ fn goldens() -> [Golden; 7] {
                 let hour = Duration::from_secs(3600);
                 let clock = ManualClock::new(golden_window_start());
                 let f = WindowedBloomFilter::builder(1000)
-                    .generations(3)
+                    .periods(2)
                     .rotate_every_aligned(hour)
                     .clock(clock.clone())
                     .build()
@@ -850,7 +850,7 @@ fn small_files() -> Vec<Small> {
 /// word besides the spare), part way into its third generation.
 fn small_window_file(keys: &[u64]) -> Vec<u8> {
     let window = WindowedBloomFilter::builder(300)
-        .generations(2)
+        .periods(1)
         .rotate_after(120)
         .build()
         .unwrap();
@@ -1426,7 +1426,7 @@ fn chunked_export_and_import_move_every_structure_through_a_size_limited_store()
     keys.iter().for_each(|k| _ = exact.insert(&k.to_le_bytes()));
     check!(&exact, ExactOverwriteMap);
     let window = WindowedBloomFilter::builder(2_000)
-        .generations(3)
+        .periods(2)
         .rotate_after(2_000)
         .build()
         .unwrap();
@@ -1566,7 +1566,7 @@ fn window_on(
     rotation: Rotation,
     clock: &ManualClock,
 ) -> WindowedBloomFilter<StableHasher, ManualClock> {
-    let builder = WindowedBloomFilter::builder(1000).generations(3);
+    let builder = WindowedBloomFilter::builder(1000).periods(2);
     let builder = match rotation {
         Rotation::AfterInserts(n) => builder.rotate_after(n),
         Rotation::Every(p) => builder.rotate_every(p),
@@ -1780,6 +1780,169 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
     }
 }
 
+/// The window record's `clock` field (payload offset 20): each time base a filter records is
+/// written as its number, loads back, and survives `with_clock` and a second save; a file of
+/// any other number is refused.
+#[test]
+fn a_window_file_keeps_what_time_its_filter_rotated_by() {
+    const R: usize = 112 + 20; // the record's clock field
+    let day = Duration::from_secs(86_400);
+    let manual = ManualClock::new(20_000 * day);
+    let builder = || {
+        WindowedBloomFilter::builder(1000)
+            .periods(2)
+            .rotate_every_aligned(day)
+    };
+    let cases: [(
+        &str,
+        WindowedBloomFilter<StableHasher, ManualClock>,
+        TimeBase,
+        u8,
+    ); 5] = [
+        (
+            "the system clock",
+            builder().build().unwrap().with_clock(manual.clone()),
+            TimeBase::Wall,
+            1,
+        ),
+        (
+            "a manual clock",
+            builder().clock(manual.clone()).build().unwrap(),
+            TimeBase::Other,
+            2,
+        ),
+        (
+            "a manual clock marked as the wall clock",
+            builder()
+                .clock(manual.clone())
+                .time_base(TimeBase::Wall)
+                .build()
+                .unwrap(),
+            TimeBase::Wall,
+            1,
+        ),
+        (
+            "the system clock marked as another",
+            builder()
+                .time_base(TimeBase::Other)
+                .build()
+                .unwrap()
+                .with_clock(manual.clone()),
+            TimeBase::Other,
+            2,
+        ),
+        (
+            "a manual clock marked as unknown",
+            builder()
+                .clock(manual.clone())
+                .build()
+                .unwrap()
+                .with_time_base(TimeBase::Unknown),
+            TimeBase::Unknown,
+            0,
+        ),
+    ];
+    for (what, f, base, number) in cases {
+        assert_eq!(f.time_base(), base, "{what}");
+        f.insert("a");
+        let file = window_bytes(&f);
+        assert_eq!(&file[R..R + 4], &[number, 0, 0, 0], "{what}");
+        // Loaded with the system clock, then given a manual one: the file's time base stays.
+        let loaded = WindowedBloomFilter::read_from(&file[..]).unwrap();
+        assert_eq!(loaded.time_base(), base, "{what}");
+        let loaded = loaded.with_clock(manual.clone());
+        assert_eq!(loaded.time_base(), base, "{what}");
+        assert!(loaded.contains("a"));
+        assert_eq!(window_bytes(&loaded), file, "{what}");
+        // A program that goes on by the wall clock records it.
+        let wall = loaded.with_time_base(TimeBase::Wall);
+        assert_eq!(&window_bytes(&wall)[R..R + 4], &[1, 0, 0, 0], "{what}");
+    }
+    // No writer writes 3 or more: refused, naming the field.
+    let mut file = window_bytes(&builder().clock(manual.clone()).build().unwrap());
+    for number in [3u32, 255, u32::MAX] {
+        file[R..R + 4].copy_from_slice(&number.to_le_bytes());
+        common::reseal(&mut file);
+        assert_eq!(
+            WindowedBloomFilter::read_from(&file[..]).unwrap_err(),
+            Error::Corrupt(Corruption::Header("unknown clock")),
+            "clock {number}"
+        );
+    }
+}
+
+/// A window file written before the record had a clock field (its bytes were reserved, 0)
+/// loads with an unknown time base: the golden file, written then.
+#[test]
+fn a_window_file_from_before_the_clock_field_loads_with_an_unknown_time_base() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/windowed-bloom-v1.seen");
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(&file[112 + 20..112 + 24], &[0, 0, 0, 0]);
+    let f = WindowedBloomFilter::load(&path).unwrap();
+    assert_eq!(f.time_base(), TimeBase::Unknown);
+    assert_eq!((f.generations(), f.periods()), (3, 2));
+    // It stays unknown through `with_clock` and a save, until the program says otherwise.
+    let f = f.with_clock(ManualClock::new(golden_window_start()));
+    assert_eq!(f.time_base(), TimeBase::Unknown);
+    let again = WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+    assert_eq!(again.time_base(), TimeBase::Unknown);
+}
+
+/// A file holds generation numbers below 2^63: a filter at 2^63 - 1 (loaded from a crafted
+/// file; honestly reached, 292 years of a rotation every nanosecond) does not rotate past it,
+/// by `rotate`, `maintain`, a count or the clock, so that what it saves loads again, with
+/// everything it held.
+#[test]
+fn a_window_at_the_last_generation_rotates_no_more_and_saves_a_file_that_loads() {
+    const LAST: u64 = (1 << 63) - 1;
+    const R: usize = 112; // the window record
+    let hour = Duration::from_secs(3600);
+    let start = Duration::from_secs(20_000 * 86_400);
+    let clock = ManualClock::new(start);
+    let keys = common::keys(130, 300);
+    for rotation in [
+        Rotation::Manual,
+        Rotation::AfterInserts(100),
+        Rotation::Every(hour),
+        Rotation::EveryAligned(hour),
+    ] {
+        clock.set(start);
+        // 3 generations and the spare: generation 3, like 2^63 - 1, lives in slot 3.
+        let f = window_on(rotation, &clock);
+        for _ in 0..3 {
+            f.rotate().unwrap();
+        }
+        keys[..50].iter().for_each(|k| _ = f.insert(k));
+        let mut file = window_bytes(&f);
+        file[R + 8..R + 16].copy_from_slice(&LAST.to_le_bytes());
+        common::reseal(&mut file);
+        let f = WindowedBloomFilter::read_from(&file[..])
+            .unwrap()
+            .with_clock(clock.clone());
+        assert_eq!(f.generation(), LAST, "{rotation:?}");
+        // Every way to rotate: none does.
+        assert_eq!(f.rotate(), None, "{rotation:?}");
+        keys.iter().for_each(|k| _ = f.insert(k)); // 250 more: past a count of 100
+        clock.advance(10 * hour); // past the next rotation time
+        keys.iter().for_each(|k| _ = f.insert(k));
+        assert_eq!(f.maintain(), 0, "{rotation:?}");
+        assert_eq!(f.rotate(), None, "{rotation:?}");
+        assert_eq!(f.generation(), LAST, "{rotation:?}");
+        // Saved, it loads, holding every key.
+        let loaded = WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+        assert_eq!(loaded.generation(), LAST, "{rotation:?}");
+        assert!(keys.iter().all(|k| loaded.contains(k)), "{rotation:?}");
+    }
+    // One generation earlier, the last rotation happens; the next does not.
+    let f = window_on(Rotation::Manual, &clock);
+    let mut file = window_bytes(&f);
+    file[R + 8..R + 16].copy_from_slice(&(LAST - 1).to_le_bytes());
+    common::reseal(&mut file);
+    let f = WindowedBloomFilter::read_from(&file[..]).unwrap();
+    assert_eq!((f.rotate(), f.rotate()), (Some(LAST), None));
+    WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
+}
+
 /// A windowed filter's file whose header or window record says something impossible, re-signed
 /// so that only that is wrong: each a typed error, from `load` and from `read_from`, before any
 /// allocation of the size it names.
@@ -1787,7 +1950,7 @@ fn a_window_loaded_late_forgets_what_the_missed_periods_forget() {
 fn crafted_window_files_are_refused_for_what_they_say() {
     // 2 generations: 4 words per block, slot 3 is padding; generation 1's spare is slot 2.
     let f = WindowedBloomFilter::builder(300)
-        .generations(2)
+        .periods(1)
         .rotate_manually()
         .build()
         .unwrap();
@@ -1824,7 +1987,7 @@ fn crafted_window_files_are_refused_for_what_they_say() {
         ("generation 2^63", 8, &(1u64 << 63).to_le_bytes()),
         ("rotation mode 0", 16, &0u32.to_le_bytes()),
         ("rotation mode 5", 16, &5u32.to_le_bytes()),
-        ("reserved", 20, &1u32.to_le_bytes()),
+        ("clock 3", 20, &3u32.to_le_bytes()),
         ("a manual period", 24, &5u64.to_le_bytes()),
         ("a count of 0", 16, &1u32.to_le_bytes()),
         ("a period of 0", 16, &2u32.to_le_bytes()),
@@ -1983,7 +2146,7 @@ fn a_window_save_racing_writers_and_rotations_keeps_every_live_insert() {
     const G: u64 = 3;
     const PER_GENERATION: usize = 5_000;
     let filter = &WindowedBloomFilter::builder(4 * PER_GENERATION as u64)
-        .generations(G as u32)
+        .periods(G as u32 - 1)
         .rotate_manually()
         .build()
         .unwrap();
@@ -2104,7 +2267,7 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     let u32_at = |file: &[u8], at: usize| u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
     let u64_at = |file: &[u8], at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
     let f = WindowedBloomFilter::builder(1000)
-        .generations(2)
+        .periods(1)
         .rotate_manually()
         .build()
         .unwrap();
@@ -2135,7 +2298,8 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     let r = |at: usize| H + at;
     assert_eq!((u32_at(&file, r(0)), u32_at(&file, r(4))), (2, 4));
     assert_eq!(u64_at(&file, r(8)), 2);
-    assert_eq!((u32_at(&file, r(16)), u32_at(&file, r(20))), (4, 0));
+    // Manual rotation; built on the system clock: the wall clock.
+    assert_eq!((u32_at(&file, r(16)), u32_at(&file, r(20))), (4, 1));
     assert_eq!(u64_at(&file, r(24)), 0);
     assert_eq!(u64_at(&file, r(32)), u64::MAX);
     assert_eq!(u64_at(&file, r(40)), 0);

@@ -19,7 +19,7 @@ const DAY: Duration = Duration::from_secs(86_400);
 fn manual(items: u64, generations: u32, fpr: f64) -> WindowedBloomFilter {
     WindowedBloomFilter::builder(items)
         .fpr(fpr)
-        .generations(generations)
+        .periods(generations - 1)
         .rotate_manually()
         .build()
         .unwrap()
@@ -75,6 +75,63 @@ fn an_item_is_remembered_for_g_minus_one_rotations_and_forgotten_at_the_g_th() {
     }
 }
 
+/// The window means what it says: `periods(8)` with a rotation at every midnight catches a
+/// repeat 8 days after the first copy, whether that copy came at the very start of its day or
+/// at its very end, and forgets both copies at the 9th midnight after their day began (the
+/// `(n + 1)`-th rotation). The old reading, 8 live generations, forgot the start-of-day copy
+/// at the 8th midnight: an 8-day-old repeat let through.
+#[test]
+fn periods_8_catches_an_8_day_old_repeat_and_forgets_it_at_the_9th_rotation() {
+    let midnight = 20_000 * DAY;
+    let clock = ManualClock::new(midnight);
+    let f = WindowedBloomFilter::builder(10_000)
+        .periods(8)
+        .rotate_every_aligned(DAY)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!((f.periods(), f.generations()), (8, 9));
+    let new = |seed| -> Vec<u64> {
+        keys(seed, 1_000)
+            .into_iter()
+            .filter(|k| f.insert(k))
+            .collect()
+    };
+    // Day 0, at its first nanosecond and at its last.
+    let early = new(60);
+    let end_of_day_0 = midnight + DAY - Duration::from_nanos(1);
+    clock.set(end_of_day_0);
+    assert_eq!((f.maintain(), f.generation()), (0, 0));
+    let late = new(61);
+    assert!(early.len() > 990 && late.len() > 990);
+    // Exactly 8 days after the early copies: the 8th midnight.
+    clock.set(midnight + 8 * DAY);
+    assert_eq!((f.maintain(), f.generation()), (8, 8));
+    assert_eq!(
+        held(&f, &early),
+        early.len(),
+        "an 8-day-old repeat let through"
+    );
+    // Exactly 8 days after the late copies, the last nanosecond of day 8: both still held (the
+    // early ones are then between 8 and 9 days old, before the rotation that forgets them).
+    clock.set(end_of_day_0 + 8 * DAY);
+    assert_eq!((f.maintain(), f.generation()), (0, 8));
+    assert_eq!(
+        held(&f, &late),
+        late.len(),
+        "an 8-day-old repeat let through"
+    );
+    assert_eq!(held(&f, &early), early.len());
+    for k in early.iter().chain(&late) {
+        assert!(!f.insert(k), "a repeat within the window said new");
+    }
+    // The 9th midnight, the 9th rotation after day 0 began: both forgotten. (The other live
+    // generations are empty: no false positive is possible.)
+    clock.set(midnight + 9 * DAY);
+    assert_eq!((f.maintain(), f.generation()), (1, 9));
+    assert_eq!((held(&f, &early), held(&f, &late)), (0, 0));
+}
+
 #[test]
 fn a_false_insert_does_not_renew_the_item() {
     let f = manual(1_000, 3, 0.01);
@@ -96,7 +153,7 @@ fn count_rotation_starts_a_generation_every_n_new_items() {
     // Up to 1024 items per generation the count is exact; the spare (2 chunks here) is
     // cleared by the inserts that reach the count, so a rotation can be late by a chunk or two.
     let f = WindowedBloomFilter::builder(500)
-        .generations(3)
+        .periods(2)
         .build()
         .unwrap();
     assert_eq!(f.rotation(), Rotation::AfterInserts(500));
@@ -115,7 +172,7 @@ fn count_rotation_starts_a_generation_every_n_new_items() {
 
     // Large counts are sampled: within a few percent.
     let f = WindowedBloomFilter::builder(200_000)
-        .generations(3)
+        .periods(2)
         .build()
         .unwrap();
     let k = keys(12, 1_000_000);
@@ -134,7 +191,7 @@ fn aligned_time_rotation_happens_at_the_boundaries_and_maintain_catches_up() {
     let start = 20_000 * DAY + Duration::from_secs(13 * 3600); // 13:00 UTC
     let clock = ManualClock::new(start);
     let f = WindowedBloomFilter::builder(1_000)
-        .generations(3)
+        .periods(2)
         .rotate_every_aligned(DAY)
         .clock(clock.clone())
         .build()
@@ -168,7 +225,7 @@ fn unaligned_time_rotation_counts_from_the_build_and_inserts_rotate_without_main
     let start = 20_000 * DAY + Duration::from_secs(13 * 3600);
     let clock = ManualClock::new(start);
     let f = WindowedBloomFilter::builder(100_000)
-        .generations(3)
+        .periods(2)
         .rotate_every(Duration::from_secs(3600))
         .clock(clock.clone())
         .build()
@@ -203,14 +260,17 @@ fn bad_parameters_are_typed_errors() {
         b().rotate_every_aligned(Duration::ZERO).build(),
         Err(Error::InvalidParameter(_))
     ));
-    assert!(matches!(
-        b().generations(0).build(),
-        Err(Error::InvalidParameter(_))
-    ));
-    assert!(matches!(
-        b().generations(64).build(),
-        Err(Error::InvalidParameter(_))
-    ));
+    for periods in [63, u32::MAX] {
+        assert_eq!(
+            b().periods(periods).build().unwrap_err(),
+            Error::InvalidParameter("periods must be at most 62")
+        );
+    }
+    // The extremes: the current generation alone; 62 full periods and the current one.
+    for (periods, generations) in [(0, 1), (62, 63)] {
+        let f = b().periods(periods).build().unwrap();
+        assert_eq!((f.periods(), f.generations()), (periods, generations));
+    }
     assert!(matches!(b().fpr(1.0).build(), Err(Error::InvalidFpr(_))));
     assert_eq!(
         WindowedBloomFilter::builder(0).build().unwrap_err(),
@@ -268,7 +328,7 @@ proptest! {
         let period = Duration::from_secs(3600);
         let start = 20_000 * DAY + Duration::from_secs(1234);
         let clock = ManualClock::new(start);
-        let b = WindowedBloomFilter::builder(10_000).generations(g).clock(clock.clone());
+        let b = WindowedBloomFilter::builder(10_000).periods(g - 1).clock(clock.clone());
         let f = if aligned { b.rotate_every_aligned(period) } else { b.rotate_every(period) }
             .build()
             .unwrap();
@@ -320,7 +380,7 @@ fn inserts_racing_a_rotator_keep_the_retention_and_are_exactly_once() {
     // The inserts also rotate, every 200 new items, into generations sized for 2,000: rotations
     // every few microseconds, so many inserts straddle one.
     let f = WindowedBloomFilter::builder(2_000)
-        .generations(G)
+        .periods(G - 1)
         .rotate_after(200)
         .build()
         .unwrap();
@@ -422,7 +482,7 @@ fn inserts_racing_a_rotator_keep_the_retention_and_are_exactly_once() {
 fn the_sizing_is_what_the_filter_allocates() {
     let f = WindowedBloomFilter::builder(1_000_000)
         .fpr(0.001)
-        .generations(7)
+        .periods(6)
         .build()
         .unwrap();
     let w = window(1_000_000, 7, 0.001).unwrap();
@@ -444,7 +504,7 @@ fn the_sizing_is_what_the_filter_allocates() {
 fn two_threads_inserting_one_key_at_once_across_rotations_get_one_new() {
     const G: u32 = 15;
     let f = WindowedBloomFilter::builder(64)
-        .generations(G)
+        .periods(G - 1)
         .rotate_manually()
         .build()
         .unwrap();

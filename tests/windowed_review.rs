@@ -25,7 +25,7 @@ fn an_insert_finding_rotations_overdue_rotates_once_not_g_times() {
     let start = 20_000 * DAY;
     let clock = ManualClock::new(start);
     let f = WindowedBloomFilter::builder(10_000)
-        .generations(3)
+        .periods(2)
         .rotate_every(HOUR)
         .clock(clock.clone())
         .build()
@@ -60,7 +60,7 @@ fn a_file_loaded_late_keeps_new_inserts_until_maintain() {
     let start = 20_000 * DAY;
     let clock = ManualClock::new(start);
     let f = WindowedBloomFilter::builder(10_000)
-        .generations(3)
+        .periods(2)
         .rotate_every(HOUR)
         .clock(clock.clone())
         .build()
@@ -98,7 +98,7 @@ fn a_late_rotation_does_not_shorten_the_next_generation() {
     let clock = ManualClock::new(start);
     let g = 2;
     let f = WindowedBloomFilter::builder(1_000)
-        .generations(g)
+        .periods(g - 1)
         .rotate_every(HOUR)
         .clock(clock.clone())
         .build()
@@ -129,7 +129,7 @@ fn count_mode_generations_hold_their_count() {
     let n = 4096u64; // s = ilog2(4) = 2
     let g = 2u32;
     let f = WindowedBloomFilter::builder(n)
-        .generations(g)
+        .periods(g - 1)
         .rotate_after(n)
         .build()
         .unwrap();
@@ -195,7 +195,7 @@ fn a_clock_at_the_end_of_time_does_not_hang_maintain() {
     let clock = ManualClock::new(start);
     let f = Arc::new(
         WindowedBloomFilter::builder(1_000)
-            .generations(3)
+            .periods(2)
             .rotate_every(HOUR)
             .clock(clock.clone())
             .build()
@@ -288,7 +288,7 @@ fn a_rotate_during_a_save_waits_and_rotates() {
 #[test]
 fn a_loaded_count_beyond_2_63_is_refused() {
     let f = WindowedBloomFilter::builder(300)
-        .generations(2)
+        .periods(1)
         .rotate_after(300)
         .build()
         .unwrap();
@@ -329,7 +329,7 @@ fn a_period_beyond_u64_nanoseconds_is_refused() {
 fn extreme_generation_counts_keep_g_minus_one_rotations() {
     for g in [1u32, 2, 63] {
         let f = WindowedBloomFilter::builder(1_000)
-            .generations(g)
+            .periods(g - 1)
             .rotate_manually()
             .build()
             .unwrap();
@@ -355,7 +355,7 @@ fn extreme_generation_counts_keep_g_minus_one_rotations() {
         }
     }
     let f = WindowedBloomFilter::builder(1_000)
-        .generations(3)
+        .periods(2)
         .rotate_after(1)
         .build()
         .unwrap();
@@ -378,7 +378,7 @@ fn same_key_race_with_rotate_maintain_and_save() {
     use std::sync::atomic::{AtomicBool, Ordering};
     for g in [1u32, 3, 63] {
         let f = WindowedBloomFilter::builder(2_000)
-            .generations(g)
+            .periods(g - 1)
             .rotate_after(100)
             .build()
             .unwrap();
@@ -456,7 +456,7 @@ fn same_key_race_with_rotate_maintain_and_save() {
 fn small_counts_against_large_filters_rotate_on_count() {
     for (cap, n) in [(1_000u64, 1u64), (100_000, 100), (1_000_000, 2_000)] {
         let f = WindowedBloomFilter::builder(cap)
-            .generations(3)
+            .periods(2)
             .rotate_after(n)
             .build()
             .unwrap();

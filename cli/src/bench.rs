@@ -262,13 +262,23 @@ impl Built {
             Structure::Word => Self::Bloom(bloom(Layout::Word)?),
             Structure::Line => Self::Bloom(bloom(Layout::Line)?),
             Structure::Grow => Self::Grow(GrowingBloomFilter::with_capacity(capacity, args.fpr)?),
-            Structure::Window => Self::Window(Box::new(
-                WindowedBloomFilter::builder(per_period(capacity, args.generations))
-                    .fpr(args.fpr)
-                    .generations(args.generations)
-                    .rotate_manually()
-                    .build()?,
-            )),
+            Structure::Window => {
+                // G live generations: the current one and G - 1 full periods.
+                let periods = args
+                    .generations
+                    .checked_sub(1)
+                    .filter(|&p| p < seen::sizing::MAX_GENERATIONS)
+                    .ok_or(Error::InvalidParameter(
+                        "generations must be between 1 and 63",
+                    ))?;
+                Self::Window(Box::new(
+                    WindowedBloomFilter::builder(per_period(capacity, args.generations))
+                        .fpr(args.fpr)
+                        .periods(periods)
+                        .rotate_manually()
+                        .build()?,
+                ))
+            }
             Structure::Overwrite => Self::Overwrite(OverwriteMap::for_window(
                 capacity,
                 args.remember_probability,

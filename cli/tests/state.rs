@@ -487,3 +487,95 @@ fn a_state_through_a_symbolic_link_keeps_the_link_and_the_mode() {
     assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A window state remembers the clock it follows: a run that would switch between the records'
+/// times (--time-field) and the wall clock is refused, naming the flag; the state is kept.
+#[test]
+fn a_window_state_refuses_a_run_on_the_other_clock() {
+    let dir = scratch("clock");
+    let state = dir.join("st");
+    let window = [
+        "--window",
+        "2d",
+        "--period",
+        "1d",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let by_records = [&["dedup", "-f", "1", "--time-field", "2"][..], &window].concat();
+    let by_wall = [&["dedup", "-f", "1"][..], &window].concat();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let input = format!("a\t{now}\n");
+    for (first, second, says) in [
+        (&by_records, &by_wall, "pass --time-field"),
+        (&by_wall, &by_records, "drop --time-field"),
+    ] {
+        let _ = std::fs::remove_file(&state);
+        assert!(seen(first, input.as_bytes()).status.success());
+        let before = std::fs::read(&state).unwrap();
+        let out = seen(second, input.as_bytes());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(out.stdout.is_empty());
+        assert_eq!(std::fs::read(&state).unwrap(), before);
+        // The same clock goes on.
+        let out = seen(first, input.as_bytes());
+        assert!(out.status.success());
+        assert!(out.stdout.is_empty(), "a is remembered");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A window state of an older seen, whose `--window 8d --period 1d` kept 8 generations (a key
+/// for 7 days at least): refused by `--window 8d`, with the flags that keep its meaning.
+#[test]
+fn an_older_window_state_is_refused_with_the_flags_that_keep_its_meaning() {
+    use seen::clock::{ManualClock, TimeBase};
+    let dir = scratch("old-window");
+    let state = dir.join("st");
+    let day = Duration::from_secs(86_400);
+    // What the older seen wrote: 8 generations, no clock recorded.
+    let old = seen::WindowedBloomFilter::builder(1000)
+        .fpr(1e-4)
+        .periods(7)
+        .rotate_every_aligned(day)
+        .clock(ManualClock::new(Duration::ZERO))
+        .time_base(TimeBase::Unknown)
+        .build()
+        .unwrap();
+    old.save(&state).unwrap();
+    let args = |window: &'static str| {
+        vec![
+            "dedup",
+            "--window",
+            window,
+            "--period",
+            "1d",
+            "--capacity",
+            "1000",
+            "--state",
+            state.to_str().unwrap(),
+        ]
+    };
+    let out = seen(&args("8d"), b"a\n");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("kept a key for 7d at least: to go on with it, pass --window 7d --period 1d"),
+        "{err}"
+    );
+    let out = seen(&args("7d"), b"a\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"a\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,4 +1,4 @@
-//! `WindowedBloomFilter`: the last `G` periods (days, hours, or `N` new items each) in one
+//! `WindowedBloomFilter`: the last `n` periods (days, hours, or `N` new items each) in one
 //! lock-free filter, every generation of an item in one cache line, rotated in O(1).
 
 use core::fmt;
@@ -10,7 +10,7 @@ use super::info::{self, BloomInfo};
 use super::probe::word_probe;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::{AtomicBits, LINE_WORDS, Padded};
-use crate::clock::{Clock, SystemClock, as_nanos};
+use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::{WindowSizing, window};
 use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -40,44 +40,73 @@ pub enum Rotation {
     Manual,
 }
 
-/// The [`WindowedBloomFilter`]'s options: how many generations, when to rotate, and the clock.
+/// The [`WindowedBloomFilter`]'s options: how many periods, when to rotate, and the clock.
 #[derive(Clone, Debug)]
 pub struct WindowOptions<C = SystemClock> {
-    generations: u32,
+    periods: u32,
     rotation: Option<Rotation>,
     clock: C,
+    time_base: Option<TimeBase>,
 }
 
 impl Default for WindowOptions {
-    /// 7 generations (with the spare, one cache line), rotation after `capacity` new items.
+    /// 6 periods (7 live generations: with the spare, one cache line), rotation after
+    /// `capacity` new items, the system clock.
     fn default() -> Self {
         Self {
-            generations: 7,
+            periods: 6,
             rotation: None,
             clock: SystemClock,
+            time_base: None,
         }
     }
 }
 
 impl<C> WindowOptions<C> {
-    /// The number of live generations.
-    pub fn generations(&self) -> u32 {
-        self.generations
+    /// The full periods every item is remembered for.
+    pub fn periods(&self) -> u32 {
+        self.periods
     }
 
     /// The rotation, if set (`None`: after `capacity` new items).
     pub fn rotation(&self) -> Option<Rotation> {
         self.rotation
     }
+
+    /// The time base, if set (`None`: the clock's, by [`Clock::is_wall_clock`]).
+    pub fn time_base(&self) -> Option<TimeBase> {
+        self.time_base
+    }
 }
 
+/// The most periods a window may have: [`MAX_GENERATIONS`](crate::sizing::MAX_GENERATIONS)
+/// live generations, the current one and 62 full ones.
+const MAX_PERIODS: u32 = crate::sizing::MAX_GENERATIONS - 1;
+
 impl<C, H> BloomBuilder<WindowOptions<C>, H> {
-    /// The number of generations a lookup checks, `G` (1 to
-    /// [`MAX_GENERATIONS`](crate::sizing::MAX_GENERATIONS); default 7). An item is remembered
-    /// for `G - 1` to `G` periods after the insert that reported it new. Up to 7 the
-    /// generations and the spare share one cache line; 8 to 15 take two.
-    pub fn generations(mut self, generations: u32) -> Self {
-        self.options_mut().generations = generations;
+    /// The window: remember every item for at least `periods` full periods after the insert
+    /// that reported it new (0 to 62; default 6). The filter keeps `periods + 1` live
+    /// generations, the current (partial) one and `periods` full ones, so an item is
+    /// remembered for `periods` to `periods + 1` periods ([the type's
+    /// guarantees](WindowedBloomFilter#guarantees) say exactly). Up to 6 periods the
+    /// generations and the spare share one cache line; 7 to 14 take two.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::WindowedBloomFilter;
+    /// use std::time::Duration;
+    /// // A repeat up to 8 days after the first copy is caught, whenever in its day it came.
+    /// let f = WindowedBloomFilter::builder(1_000_000)
+    ///     .periods(8)
+    ///     .rotate_every_aligned(Duration::from_secs(86_400))
+    ///     .build()?;
+    /// assert_eq!((f.periods(), f.generations()), (8, 9));
+    /// assert_eq!(f.sizing().lines_per_lookup(), 2);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn periods(mut self, periods: u32) -> Self {
+        self.options_mut().periods = periods;
         self
     }
 
@@ -109,22 +138,32 @@ impl<C, H> BloomBuilder<WindowOptions<C>, H> {
     /// [`ManualClock`](crate::clock::ManualClock) in tests.
     pub fn clock<C2: Clock>(self, clock: C2) -> BloomBuilder<WindowOptions<C2>, H> {
         self.map_options(|o| WindowOptions {
-            generations: o.generations,
+            periods: o.periods,
             rotation: o.rotation,
             clock,
+            time_base: o.time_base,
         })
+    }
+
+    /// The [`TimeBase`] the filter records, in place of its clock's
+    /// ([`Clock::is_wall_clock`]): [`TimeBase::Wall`] for a
+    /// [`ManualClock`](crate::clock::ManualClock) that the program sets from the wall clock
+    /// itself (once per batch, say). The filter rotates by its clock either way.
+    pub fn time_base(mut self, base: TimeBase) -> Self {
+        self.options_mut().time_base = Some(base);
+        self
     }
 }
 
 impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
     /// Allocates the filter: [`sizing::window`](crate::sizing::window) of the capacity (per
-    /// period), the generations and the rate (for the whole window).
+    /// period), `periods + 1` generations and the rate (for the whole window).
     ///
     /// # Errors
     ///
-    /// As [`sizing::window`](crate::sizing::window); [`Error::InvalidParameter`] for the
-    /// [`Layout::Line`] (the window is built of words), a period of zero or a count of zero;
-    /// [`Error::AllocationFailed`].
+    /// As [`sizing::window`](crate::sizing::window); [`Error::InvalidParameter`] for more
+    /// than 62 periods, the [`Layout::Line`] (the window is built of words), a period of zero
+    /// or a count of zero; [`Error::AllocationFailed`].
     pub fn build(self) -> Result<WindowedBloomFilter<H, C>, Error> {
         if self.config().layout() != Layout::Word {
             return Err(Error::InvalidParameter(
@@ -133,9 +172,15 @@ impl<C: Clock, H: ItemHasher> BloomBuilder<WindowOptions<C>, H> {
         }
         let (capacity, fpr) = (self.config().capacity(), self.config().fpr());
         let (hasher, options) = self.into_hasher_and_options();
-        let sizing = window(capacity, options.generations, fpr)?;
+        if options.periods > MAX_PERIODS {
+            return Err(Error::InvalidParameter("periods must be at most 62"));
+        }
+        let sizing = window(capacity, options.periods + 1, fpr)?;
         let rotation = options.rotation.unwrap_or(Rotation::AfterInserts(capacity));
-        WindowedBloomFilter::new(sizing, hasher, options.clock, rotation)
+        let time_base = options
+            .time_base
+            .unwrap_or_else(|| TimeBase::of(&options.clock));
+        WindowedBloomFilter::new(sizing, hasher, options.clock, time_base, rotation)
     }
 }
 
@@ -159,35 +204,41 @@ pub(crate) enum Twin {
     PublishWhenClaimed,
 }
 
-/// A Bloom filter of the last `G` periods: `insert` records an item in the current
-/// generation, `contains` asks all `G`, and a rotation starts a new generation and forgets the
-/// oldest, without stopping any thread.
+/// A Bloom filter of the last `n` periods: `insert` records an item in the current
+/// generation, `contains` asks every live one, and a rotation starts a new generation and
+/// forgets the oldest, without stopping any thread.
 ///
-/// Each generation is a word-layout filter sized for one period's items; the generations'
-/// words for one block sit side by side, so a lookup of the whole window reads **one cache
-/// line** (up to 7 generations; 8 to 15 read two adjacent lines), not one per generation.
+/// The window is set in periods ([`periods`](BloomBuilder::periods), default 6): the filter
+/// keeps `G = n + 1` live generations, the current (partial) one and `n` full ones. Each
+/// generation is a word-layout filter sized for one period's items; the generations' words
+/// for one block sit side by side, so a lookup of the whole window reads **one cache line**
+/// (up to 6 periods; 7 to 14 read two adjacent lines), not one per generation.
 ///
 /// # Guarantees
 ///
-/// With `P` the period (or `N` new items) and `G` the generations:
+/// With `P` the period (or `N` new items) and `n` the periods:
 ///
 /// - **Retention**: an item that `insert` reported new is found by every `contains` and
-///   `insert` that happens after that insert, for the next `G - 1` rotations: with
-///   [`Rotation::Every`], at least `(G - 1) · P` from the insert's start (rotations are at
-///   least a period apart: each is due a period after the previous one ran), unless periods
-///   are missed (a `maintain` that catches up several at once); with
-///   [`Rotation::EveryAligned`], `(G - 1) · P` minus how late the rotation that closed the
-///   item's generation ran (call `maintain` often to keep that small); in count mode, about
-///   `(G - 1) · N` new items (within the count's precision). It is forgotten at the `G`-th
-///   rotation after its generation began: no later than `G` periods after the insert plus
-///   however late that rotation runs. An insert that returns `false` does not renew the item: the window
-///   counts from the insert that let it through, as a notification sender, a crawler or an
-///   ingest job wants ("at most once per window").
+///   `insert` that happens after that insert, for the next `n` rotations: with
+///   [`Rotation::Every`], at least `n · P` from the insert's start (rotations are at least a
+///   period apart: each is due a period after the previous one ran), unless periods are
+///   missed (a `maintain` that catches up several at once); with [`Rotation::EveryAligned`],
+///   `n · P` minus how late the rotation that closed the item's generation ran (call
+///   `maintain` often to keep that small); in count mode, about `n · N` new items (within the
+///   count's precision). So `periods(8)` with a daily rotation catches a repeat 8 days after
+///   the first copy, whenever in its day that copy came. An insert that returns `false` does
+///   not renew the item: the window counts from the insert that let it through, as a
+///   notification sender, a crawler or an ingest job wants ("at most once per window").
+/// - **Just past the window**: the item is forgotten at the `(n + 1)`-th rotation after its
+///   generation began (no later than `n + 1` periods after the insert, plus however late that
+///   rotation runs), so a repeat more than `n + 1` periods later is let through (but for a
+///   false positive), and one between `n` and `n + 1` periods later is caught only if it
+///   comes before that rotation.
 /// - **No false negatives** within that retention, under any interleaving with inserts,
 ///   lookups and rotations (loom-checked).
 /// - **Racing inserts of one new item**: exactly one returns `true`, also when a rotation
 ///   happens meanwhile (loom-checked), unless one of them is suspended inside `insert` for
-///   `G` or more rotations (then at least one does, or, if the suspended one wrote into the
+///   `n + 1` or more rotations (then at least one does, or, if the suspended one wrote into the
 ///   slot being recycled, possibly none: an item older than the window, documented in
 ///   [the concurrency notes](crate::docs::concurrency#windowedbloomfilter)).
 /// - **False positives**: at most the target rate over the whole window when every generation
@@ -209,6 +260,11 @@ pub(crate) enum Twin {
 /// from a timer (a tenth of the period is plenty): it rotates on time and clears the spare off
 /// the insert path. One insert in 1024 also reads the clock and rotates when due.
 ///
+/// Generation numbers stop at 2^63 - 1, the largest a file holds (a filter rotating every
+/// nanosecond reaches it in 292 years; a loaded file may be there sooner): a filter there
+/// rotates no more ([`rotate`](Self::rotate) returns `None`, `maintain` and inserts do not
+/// rotate), so that every state it reaches saves to a file that loads.
+///
 /// # Examples
 ///
 /// ```
@@ -216,23 +272,23 @@ pub(crate) enum Twin {
 /// use seen::clock::ManualClock;
 /// use std::time::Duration;
 ///
-/// let day = Duration::from_secs(86_400);
-/// let clock = ManualClock::new(20_000 * day);
+/// let (day, hour) = (Duration::from_secs(86_400), Duration::from_secs(3600));
+/// let clock = ManualClock::new(20_000 * day + 23 * hour); // late on a day
 /// // The last 7 days, a million new records a day, 1% false positives over the window.
 /// let seen = WindowedBloomFilter::builder(1_000_000)
 ///     .fpr(0.01)
-///     .generations(7)
+///     .periods(7)
 ///     .rotate_every_aligned(day)
 ///     .clock(clock.clone())
 ///     .build()?;
 /// assert!(seen.insert("record-1"));
 /// assert!(!seen.insert("record-1")); // a duplicate within the window
-/// clock.advance(3 * day);
+/// clock.advance(7 * day);
 /// seen.maintain();
-/// assert!(seen.contains("record-1")); // 3 days later: remembered
-/// clock.advance(4 * day);
+/// assert!(seen.contains("record-1")); // 7 days later: remembered
+/// clock.advance(day);
 /// seen.maintain();
-/// assert!(!seen.contains("record-1")); // 7 days later: forgotten (a false positive w.p. 1%)
+/// assert!(!seen.contains("record-1")); // 8 days later: forgotten (a false positive w.p. 1%)
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
@@ -240,6 +296,8 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     sizing: WindowSizing,
     hasher: H,
     clock: C,
+    /// What time the filter has rotated by, as recorded (not necessarily what `clock` is).
+    time_base: TimeBase,
     rotation: Rotation,
     /// Slots per block (`G + 1`) and words per block (a power of two).
     slots: u64,
@@ -285,19 +343,25 @@ enum NotRotated {
     Busy,
     /// The spare is not clear yet and this caller may not clear it all.
     SpareDirty,
+    /// The current generation is the last a file holds, [`LAST_GENERATION`].
+    LastGeneration,
 }
 
+/// The largest generation number a filter reaches: the largest a file holds (a reader
+/// refuses 2^63 and more, so that a loaded filter's `epoch + 1` never overflows).
+pub(super) const LAST_GENERATION: u64 = (1 << 63) - 1;
+
 impl WindowedBloomFilter {
-    /// A builder for a window of generations of `items_per_period` distinct items each.
-    /// Defaults: `fpr` 0.01 over the whole window, 7 generations, rotation after
-    /// `items_per_period` new items, [`StableHasher`], [`SystemClock`].
+    /// A builder for a window of periods of `items_per_period` distinct items each.
+    /// Defaults: `fpr` 0.01 over the whole window, 6 periods (7 live generations, one cache
+    /// line), rotation after `items_per_period` new items, [`StableHasher`], [`SystemClock`].
     ///
     /// # Examples
     ///
     /// ```
     /// use seen::{Rotation, WindowedBloomFilter};
     /// let f = WindowedBloomFilter::builder(100_000).build()?;
-    /// assert_eq!((f.generations(), f.rotation()), (7, Rotation::AfterInserts(100_000)));
+    /// assert_eq!((f.periods(), f.rotation()), (6, Rotation::AfterInserts(100_000)));
     /// assert_eq!(f.sizing().lines_per_lookup(), 1);
     /// # Ok::<(), seen::Error>(())
     /// ```
@@ -307,7 +371,13 @@ impl WindowedBloomFilter {
 }
 
 impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
-    fn new(sizing: WindowSizing, hasher: H, clock: C, rotation: Rotation) -> Result<Self, Error> {
+    fn new(
+        sizing: WindowSizing,
+        hasher: H,
+        clock: C,
+        time_base: TimeBase,
+        rotation: Rotation,
+    ) -> Result<Self, Error> {
         match rotation {
             Rotation::AfterInserts(0) => {
                 return Err(Error::InvalidParameter(
@@ -334,20 +404,21 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             counted: 0,
             next_due: 0,
         };
-        let filter = Self::from_parts(sizing, bits, hasher, clock, rotation, start);
+        let filter = Self::from_parts(sizing, bits, hasher, (clock, time_base), rotation, start);
         let now = as_nanos(filter.clock.now());
         filter.next_due.store(filter.first_due(now), Relaxed);
         Ok(filter)
     }
 
     /// The filter of these bits (the spare of generation `state.epoch`, slot `epoch + 1`, all
-    /// clear), in that rotation state, with the spare's clearing finished: what `new` builds
-    /// and what a load restores. The caller has checked the rotation (a count or period of 0).
+    /// clear), in that rotation state, on that clock and time base, with the spare's clearing
+    /// finished: what `new` builds and what a load restores. The caller has checked the
+    /// rotation (a count or period of 0) and the generation (at most [`LAST_GENERATION`]).
     pub(super) fn from_parts(
         sizing: WindowSizing,
         bits: AtomicBits,
         hasher: H,
-        clock: C,
+        (clock, time_base): (C, TimeBase),
         rotation: Rotation,
         state: RotationState,
     ) -> Self {
@@ -381,6 +452,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             next_due: AtomicU64::new(state.next_due),
             rotating: TryMutex::new(()),
             clock,
+            time_base,
         }
     }
 
@@ -438,7 +510,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Examples
     ///
     /// ```
-    /// let f = seen::WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// let f = seen::WindowedBloomFilter::builder(1000).periods(2).rotate_manually().build()?;
     /// f.insert("a"); // generation 0
     /// f.rotate();
     /// f.insert("b"); // generation 1
@@ -728,6 +800,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             // Another thread rotated since the caller looked: that rotation stands for this one.
             return Err(NotRotated::Busy);
         }
+        if epoch >= LAST_GENERATION {
+            return Err(NotRotated::LastGeneration);
+        }
         // The twin publishes once every chunk is claimed, finished or not.
         let claimed = twin == Twin::PublishWhenClaimed
             && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks;
@@ -815,7 +890,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// Starts a new generation now, whatever the rotation mode: the oldest generation is
     /// forgotten. Returns the new generation's number, or `None` if another thread rotated
-    /// after this call began (its rotation then stands for this one).
+    /// after this call began (its rotation then stands for this one) or the filter is at
+    /// generation 2^63 - 1, the last (see [Rotation and clearing](Self#rotation-and-clearing)).
     ///
     /// O(1) when the spare is already clear (after [`maintain`](Self::maintain), or once
     /// inserts have cleared it); otherwise this call clears what is left of it first, a
@@ -826,10 +902,10 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Examples
     ///
     /// ```
-    /// let f = seen::WindowedBloomFilter::builder(1000).generations(2).rotate_manually().build()?;
+    /// let f = seen::WindowedBloomFilter::builder(1000).periods(1).rotate_manually().build()?;
     /// f.insert("a");
     /// assert_eq!(f.rotate(), Some(1));
-    /// assert!(f.contains("a")); // one generation back: still in the window
+    /// assert!(f.contains("a")); // one period back: still in the window
     /// f.rotate();
     /// assert!(!f.contains("a")); // two: forgotten
     /// # Ok::<(), seen::Error>(())
@@ -851,16 +927,18 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             let _guard = self.rotating.lock();
             match self.publish_if_ready(epoch, twin) {
                 Ok(next) => return Some(next),
-                // Another thread rotated since this call began: that rotation stands for it.
-                Err(NotRotated::Busy) => return None,
+                // Another thread rotated since this call began (that rotation stands for
+                // it), or this is the last generation.
+                Err(NotRotated::Busy | NotRotated::LastGeneration) => return None,
                 Err(NotRotated::SpareDirty) => {}
             }
         }
     }
 
     /// The periodic upkeep a service calls from its own timer (the filter starts no thread):
-    /// rotates if the clock has passed a rotation time (once per period missed, up to `G`, so
-    /// a filter idle for longer than the window forgets it all), or if the count is reached,
+    /// rotates if the clock has passed a rotation time (once per period missed, up to
+    /// `periods + 1`, so a filter idle for longer than the window forgets it all), or if the
+    /// count is reached,
     /// then clears the spare, so that the next rotation is O(1) on whichever thread does it.
     /// Returns the number of rotations done.
     ///
@@ -910,9 +988,26 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         }
     }
 
-    /// The number of live generations a lookup checks, `G`.
+    /// The full periods every item is remembered for, `n`
+    /// ([`periods`](BloomBuilder::periods)): [`generations`](Self::generations) - 1. A file
+    /// records the generations: one of `G` generations loads with `G - 1` periods.
+    pub fn periods(&self) -> u32 {
+        self.sizing.generations - 1
+    }
+
+    /// The number of live generations a lookup checks, `G = periods + 1`: the current one
+    /// and `periods` full ones. What the memory and the cache lines per lookup depend on
+    /// ([`sizing`](Self::sizing)).
     pub fn generations(&self) -> u32 {
         self.sizing.generations
+    }
+
+    /// What time the filter has rotated by, as recorded when it was built (from its clock or
+    /// the builder's [`time_base`](BloomBuilder::time_base)) or in the file it was loaded
+    /// from ([`TimeBase::Unknown`] for a file written before the filter recorded it). Kept
+    /// by [`with_clock`](Self::with_clock); replaced by [`with_time_base`](Self::with_time_base).
+    pub fn time_base(&self) -> TimeBase {
+        self.time_base
     }
 
     /// The rotation mode.
@@ -948,7 +1043,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Examples
     ///
     /// ```
-    /// let f = seen::WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// let f = seen::WindowedBloomFilter::builder(1000).periods(2).rotate_manually().build()?;
     /// for i in 0..3000u64 {
     ///     f.insert(&i);
     ///     if i % 1000 == 999 {
@@ -1010,17 +1105,18 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         &self.clock
     }
 
-    /// This filter reading `clock` instead of its own; the bits, the generation and the
-    /// schedule stay (the next rotation time is kept, not recomputed from `clock`). A loaded
-    /// filter comes with the [`SystemClock`]: this puts a
-    /// [`ManualClock`](crate::clock::ManualClock) (or any other) in its place.
+    /// This filter reading `clock` instead of its own; the bits, the generation, the
+    /// schedule (the next rotation time is kept, not recomputed from `clock`) and the
+    /// [`time_base`](Self::time_base) stay: it records what time the filter has rotated by, so
+    /// a loaded filter keeps its file's. A loaded filter comes with the [`SystemClock`]: this
+    /// puts a [`ManualClock`](crate::clock::ManualClock) (or any other) in its place.
     ///
     /// A time-mode filter whose next rotation time has passed (one loaded from a file older
     /// than a period) catches up at the next [`maintain`](Self::maintain): one rotation per
-    /// period missed, up to `G`, so a file older than the whole window comes back with no
-    /// live item. (Until then, the first insert that reads the clock rotates once and sets the
-    /// next rotation a period after now, leaving older generations for `maintain` to retire:
-    /// call it right after loading.)
+    /// period missed, up to `periods + 1`, so a file older than the whole window comes back
+    /// with no live item. (Until then, the first insert that reads the clock rotates once and
+    /// sets the next rotation a period after now, leaving older generations for `maintain` to
+    /// retire: call it right after loading.)
     ///
     /// # Examples
     ///
@@ -1032,7 +1128,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// let hour = Duration::from_secs(3600);
     /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
     /// let f = WindowedBloomFilter::builder(1000)
-    ///     .generations(3)
+    ///     .periods(2)
     ///     .rotate_every(hour)
     ///     .clock(clock.clone())
     ///     .build()?;
@@ -1044,7 +1140,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// assert_eq!(loaded.maintain(), 1);
     /// assert!(loaded.contains("a")); // one period later: in the window
     /// clock.advance(10 * hour);
-    /// assert_eq!(loaded.maintain(), 3); // 10 periods missed: G rotations forget them all
+    /// assert_eq!(loaded.maintain(), 3); // 10 periods missed: 3 rotations forget them all
     /// assert!(!loaded.contains("a"));
     /// # Ok::<(), seen::Error>(())
     /// ```
@@ -1054,6 +1150,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             sizing: self.sizing,
             hasher: self.hasher,
             clock,
+            time_base: self.time_base,
             rotation: self.rotation,
             slots: self.slots,
             stride: self.stride,
@@ -1068,15 +1165,43 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             rotating: self.rotating,
         }
     }
+
+    /// This filter recording `base` as the time it rotates by, in place of its
+    /// [`time_base`](Self::time_base); nothing else changes. For a program that checked a
+    /// loaded state's time base against its own and goes on with its own: one loaded from a
+    /// file that did not record it ([`TimeBase::Unknown`]) then saves the base it now rotates
+    /// by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::WindowedBloomFilter;
+    /// use seen::clock::{ManualClock, TimeBase};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    /// let f = WindowedBloomFilter::builder(1000).clock(clock.clone()).build()?;
+    /// let mut file = Vec::new();
+    /// f.write_to(&mut file)?;
+    /// let loaded = WindowedBloomFilter::read_from(&file[..])?.with_clock(clock);
+    /// assert_eq!(loaded.time_base(), TimeBase::Other); // the file's, not the clock's
+    /// assert_eq!(loaded.with_time_base(TimeBase::Wall).time_base(), TimeBase::Wall);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn with_time_base(mut self, base: TimeBase) -> Self {
+        self.time_base = base;
+        self
+    }
 }
 
 impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WindowedBloomFilter")
             .field("items_per_period", &self.sizing.items_per_period())
-            .field("generations", &self.sizing.generations)
+            .field("periods", &(self.sizing.generations - 1))
             .field("fpr", &self.sizing.fpr)
             .field("rotation", &self.rotation)
+            .field("time_base", &self.time_base)
             .field("generation", &self.epoch.0.load(Relaxed))
             .field("bytes", &self.sizing.bytes())
             .finish_non_exhaustive()

@@ -14,7 +14,7 @@ use loom::thread;
 fn tiny(generations: u32) -> Arc<WindowedBloomFilter> {
     let f = WindowedBloomFilter::builder(4)
         .fpr(0.1)
-        .generations(generations)
+        .periods(generations - 1)
         .rotate_manually()
         .build()
         .unwrap();

@@ -24,7 +24,8 @@ pub struct WindowSizing {
     /// One generation: a word-layout filter for `items_per_period` items at
     /// [`generation_fpr`](Self::generation_fpr). Every generation has this size.
     pub generation: BlockedSizing,
-    /// The number of live generations a lookup checks, `G`.
+    /// The number of live generations a lookup checks, `G`: the window's periods plus the
+    /// current one.
     pub generations: u32,
     /// The words per block: `generations + 1` slots rounded up to a power of two.
     pub stride_words: u32,
@@ -78,9 +79,11 @@ impl WindowSizing {
     }
 }
 
-/// The size of a windowed filter that remembers `generations` periods of `items_per_period`
+/// The size of a windowed filter of `generations` live generations of `items_per_period`
 /// distinct items each, with a false-positive rate of at most `fpr` for a lookup over the
-/// whole window when every generation is full.
+/// whole window when every generation is full. A window of `n` periods
+/// ([`periods(n)`](crate::builder::BloomBuilder::periods)) has `n + 1` live generations: the
+/// current one and `n` full ones.
 ///
 /// Each generation is a [`Layout::Word`] filter sized by [`blocked`] for
 /// `1 - (1 - fpr)^(1/G)` (about `fpr / G`); the memory is that of `G + 1` such filters (the
@@ -99,7 +102,8 @@ impl WindowSizing {
 /// ```
 /// use seen::sizing::window;
 ///
-/// // The last 7 days, 10 million new items a day, 1% false positives over the whole window.
+/// // The last 6 days and today, 10 million new items a day, 1% false positives over the
+/// // whole window: `periods(6)`, 7 generations.
 /// let w = window(10_000_000, 7, 0.01)?;
 /// assert_eq!((w.stride_words, w.lines_per_lookup()), (8, 1)); // 7 days + the spare: one line
 /// assert!(w.expected_fpr <= 0.01);

@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use seen::clock::ManualClock;
+use seen::clock::{ManualClock, TimeBase};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::{
     AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, Rotation, WindowedBloomFilter,
@@ -110,6 +110,24 @@ impl Filter {
                     format_duration(period),
                 )));
             }
+            // The clock the state follows: a run on the other would jump its generations.
+            let records = args.time_field.is_some();
+            let filter = match (filter.time_base(), records) {
+                (TimeBase::Wall, true) => {
+                    return Err(Failure(format!(
+                        "the state {name} follows the wall clock (it was built without \
+                         --time-field): drop --time-field, or use another state file"
+                    )));
+                }
+                (TimeBase::Other, false) => {
+                    return Err(Failure(format!(
+                        "the state {name} follows the records' times (it was built with \
+                         --time-field): pass --time-field, or use another state file"
+                    )));
+                }
+                // A state of an older seen does not say: from now on it does.
+                (_, records) => filter.with_time_base(time_base(records)),
+            };
             Self::windowed(filter, clock, period, args)
         } else if let Some(later) = args.remember {
             let map = OverwriteMap::load(path).map_err(cannot)?;
@@ -206,7 +224,8 @@ impl Filter {
             });
             let filter = WindowedBloomFilter::builder(args.capacity)
                 .fpr(args.fpr)
-                .generations(generations)
+                .periods(generations - 1)
+                .time_base(time_base(args.time_field.is_some()))
                 .rotate_every_aligned(period)
                 .clock(clock.clone())
                 .build()?;
@@ -403,6 +422,16 @@ pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
             path.display(),
             dir.display()
         ))),
+    }
+}
+
+/// What a window's time is: the records' (`--time-field`) or the wall clock. Both read a
+/// manual clock that the run sets (the wall clock once a chunk), so it is said, not derived.
+fn time_base(records: bool) -> TimeBase {
+    if records {
+        TimeBase::Other
+    } else {
+        TimeBase::Wall
     }
 }
 

@@ -1,16 +1,17 @@
 //! Saving and loading the [`WindowedBloomFilter`] in the crate's [file format](crate::docs::format)
 //! (kind 5): the header's Bloom fields for one generation's probe and the window's rates, then a
-//! 64-byte window record (the generations, the rotation, the current generation's number and
-//! where the count or the clock stands), then the bits, the spare written as zeros.
+//! 64-byte window record (the generations, the rotation, the clock's kind, the current
+//! generation's number and where the count or the clock stands), then the bits, the spare
+//! written as zeros.
 
 use std::io::{Read, Write};
 
 use core::time::Duration;
 
-use super::{Rotation, RotationState, WindowedBloomFilter};
+use super::{LAST_GENERATION, Rotation, RotationState, WindowedBloomFilter};
 use crate::bits::AtomicBits;
 use crate::bloom::file::{bloom_parameters, line_bits};
-use crate::clock::{Clock, SystemClock, as_nanos};
+use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
 use crate::persist::{bad_header, identity_of, write_file};
@@ -30,8 +31,14 @@ const EVERY_ALIGNED: u32 = 3;
 const MANUAL: u32 = 4;
 
 /// The generation numbers a file may hold: below 2^63 (a filter rotating every nanosecond
-/// reaches it in 292 years), so that the loaded filter's `epoch + 1` never overflows.
-const MAX_EPOCH: u64 = 1 << 63;
+/// reaches it in 292 years), so that the loaded filter's `epoch + 1` never overflows. A filter
+/// does not rotate past the last of them.
+const MAX_EPOCH: u64 = LAST_GENERATION + 1;
+
+/// The time bases' numbers in the record (the `clock` field). Values are part of the format.
+const CLOCK_UNKNOWN: u32 = 0;
+const CLOCK_WALL: u32 = 1;
+const CLOCK_OTHER: u32 = 2;
 
 /// A windowed filter's header: the Bloom fields of one generation (layout, `k`, the items per
 /// period, the blocks), the window's target and expected rates, the record and the bits.
@@ -52,7 +59,17 @@ fn window_header(sizing: &WindowSizing, hasher: Option<HasherIdentity>) -> Heade
 }
 
 /// The window record: what the header does not say about the window, little-endian.
-fn encode_record(sizing: &WindowSizing, rotation: Rotation, state: RotationState) -> [u8; 64] {
+fn encode_record(
+    sizing: &WindowSizing,
+    rotation: Rotation,
+    time_base: TimeBase,
+    state: RotationState,
+) -> [u8; 64] {
+    let clock = match time_base {
+        TimeBase::Unknown => CLOCK_UNKNOWN,
+        TimeBase::Wall => CLOCK_WALL,
+        TimeBase::Other => CLOCK_OTHER,
+    };
     let (mode, value) = match rotation {
         Rotation::AfterInserts(n) => (AFTER_INSERTS, n),
         Rotation::Every(p) => (EVERY, as_nanos(p)),
@@ -69,7 +86,7 @@ fn encode_record(sizing: &WindowSizing, rotation: Rotation, state: RotationState
     put(&sizing.stride_words.to_le_bytes());
     put(&state.epoch.to_le_bytes());
     put(&mode.to_le_bytes());
-    put(&0u32.to_le_bytes()); // reserved
+    put(&clock.to_le_bytes());
     put(&value.to_le_bytes());
     put(&state.next_due.to_le_bytes());
     put(&state.counted.to_le_bytes());
@@ -83,6 +100,7 @@ struct Record {
     generations: u32,
     stride_words: u32,
     rotation: Rotation,
+    time_base: TimeBase,
     state: RotationState,
     generation_fpr: f64,
     generation_expected_fpr: f64,
@@ -113,9 +131,12 @@ impl Record {
             return Err(bad_header("generation number of 2^63 or more"));
         }
         let (mode, value) = (u32_at(16), u64_at(24));
-        if u32_at(20) != 0 {
-            return Err(bad_header("reserved bytes of the window record"));
-        }
+        let time_base = match u32_at(20) {
+            CLOCK_UNKNOWN => TimeBase::Unknown,
+            CLOCK_WALL => TimeBase::Wall,
+            CLOCK_OTHER => TimeBase::Other,
+            _ => return Err(bad_header("unknown clock")),
+        };
         let (next_due, counted) = (u64_at(32), u64_at(40));
         let rotation = match mode {
             AFTER_INSERTS if value == 0 => return Err(bad_header("a rotation after 0 items")),
@@ -159,6 +180,7 @@ impl Record {
             generations,
             stride_words,
             rotation,
+            time_base,
             state: RotationState {
                 epoch,
                 counted,
@@ -253,7 +275,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Runs on `&self`, concurrently with inserts and lookups on other threads, and holds the
     /// rotation lock while it writes: **every insert that happened before `write_to` began is
     /// in the output** while its generation is live at the saved generation (an insert that
-    /// returned `true` in generation `e` is saved up to generation `e + G - 1`, as the filter
+    /// returned `true` in generation `e` is saved up to generation `e + periods`, as the filter
     /// keeps it). Inserts racing with the write may be in it, whole or in part (extra set
     /// bits, never a lost item). No rotation happens meanwhile: [`rotate`](Self::rotate)
     /// returns `None`, [`maintain`](Self::maintain) and the inserts that would rotate skip it,
@@ -266,11 +288,12 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// O(1).
     ///
     /// Loading ([`load`](Self::load), [`read_from`](Self::read_from)) restores the bits, the
-    /// generation number, the rotation mode, the count and the next rotation time; the loaded
-    /// filter reads the [`SystemClock`] ([`with_clock`](Self::with_clock) puts another in its
-    /// place). A time-mode filter loaded after its next rotation time catches up at its next
-    /// [`maintain`](Self::maintain): one rotation per period missed, up to `G`, so a file
-    /// older than the whole window comes back with no live item.
+    /// generation number, the rotation mode, the count, the next rotation time and the
+    /// [`time_base`](Self::time_base); the loaded filter reads the [`SystemClock`]
+    /// ([`with_clock`](Self::with_clock) puts another in its place and keeps the time base).
+    /// A time-mode filter loaded after its next rotation time catches up at its next
+    /// [`maintain`](Self::maintain): one rotation per period missed, up to `periods + 1`, so a
+    /// file older than the whole window comes back with no live item.
     ///
     /// # Errors
     ///
@@ -280,7 +303,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     ///
     /// ```
     /// use seen::WindowedBloomFilter;
-    /// let f = WindowedBloomFilter::builder(1000).generations(3).rotate_manually().build()?;
+    /// let f = WindowedBloomFilter::builder(1000).periods(2).rotate_manually().build()?;
     /// f.insert("old");
     /// f.rotate();
     /// f.insert("new");
@@ -306,7 +329,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         };
         let header = window_header(&self.sizing, identity_of(&self.hasher));
         write_file(out, &header, |chunks| {
-            chunks.write(&encode_record(&self.sizing, self.rotation, state))?;
+            let record = encode_record(&self.sizing, self.rotation, self.time_base, state);
+            chunks.write(&record)?;
             self.write_live_words(state.epoch, &mut |bytes| chunks.write(bytes))
         })
     }
@@ -384,7 +408,7 @@ impl<H: ItemHasher> WindowedBloomFilter<H> {
             sizing,
             bits,
             hasher,
-            SystemClock,
+            (SystemClock, record.time_base),
             record.rotation,
             record.state,
         ))
@@ -396,7 +420,7 @@ crate::persist::file_methods!(
     Kind::WindowedBloom,
     "use seen::WindowedBloomFilter;
 let path = std::env::temp_dir().join(format!(\"seen-doc-window-{}.seen\", std::process::id()));
-let filter = WindowedBloomFilter::builder(1000).generations(3).rotate_after(500).build()?;
+let filter = WindowedBloomFilter::builder(1000).periods(2).rotate_after(500).build()?;
 filter.insert(\"a\");
 filter.save(&path)?;
 let loaded = WindowedBloomFilter::load(&path)?;

@@ -223,7 +223,8 @@ impl Layer {
             fpr: self.sizing.fpr,
             bytes: self.sizing.bytes(),
             hashes: self.sizing.hashes,
-            inserted: self.counted.0.load(Relaxed),
+            sampled_new_items: self.counted.0.load(Relaxed),
+            sample_step: 1 << self.sample_shift,
             estimated_len: estimated_len(self.bits.iter_words(), &self.sizing),
             estimated_fpr: estimated_fpr(self.bits.iter_words(), &self.sizing),
         }
@@ -516,7 +517,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// let layers = f.layer_info();
     /// assert_eq!(layers.len(), 2);
     /// assert_eq!((layers[0].capacity, layers[1].capacity), (1000, 2000));
-    /// assert!(layers[0].inserted >= 1000 && layers[1].fpr < layers[0].fpr);
+    /// assert_eq!(layers[0].sample_step, 1); // layers under 2^17 items count exactly
+    /// assert!(layers[0].sampled_new_items >= 1000 && layers[1].fpr < layers[0].fpr);
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn layer_info(&self) -> Vec<LayerInfo> {
@@ -524,7 +526,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             .read(|layers| layers.0.iter().map(|layer| layer.info()).collect())
     }
 
-    /// What the filter is and holds: layers, capacity, bytes, new items counted, estimated
+    /// What the filter is and holds: layers, capacity, bytes, new items (a sampled count), estimated
     /// distinct items and false-positive rate (`1 - Π (1 - f_i)` over the layers' rates),
     /// expansion. RedisBloom's `BF.INFO` and `BF.CARD`. Reads every word: O(m).
     pub fn info(&self) -> BloomInfo {
@@ -537,7 +539,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             fpr: self.growth.fpr,
             bytes: sum(|l| l.bytes),
             layers: layers.len() as u32,
-            inserted: Some(sum(|l| l.inserted)),
+            sampled_new_items: Some(sum(|l| l.sampled_new_items)),
             estimated_len: sum(|l| l.estimated_len),
             estimated_fpr: 1.0
                 - layers

@@ -222,7 +222,10 @@ fn the_end_of_the_schedule_is_an_error_for_new_items_and_nothing_is_lost() {
     for k in &items {
         match f.insert(k) {
             Ok(_) => accepted.push(*k),
-            Err(Error::FprBelowLayoutLimit {
+            Err(Error::GrowingFprBelowLayoutLimit {
+                fpr: 0.01,
+                tightening: 0.1,
+                layer: 4,
                 use_layout: Some(Layout::Line),
                 ..
             }) => refused += 1,
@@ -241,6 +244,69 @@ fn the_end_of_the_schedule_is_an_error_for_new_items_and_nothing_is_lost() {
         accepted
             .iter()
             .all(|k| f.contains(k) && f.insert(k) == Ok(false))
+    );
+}
+
+/// The errors quote the caller's own parameters: `with_capacity(1000, 1e-7)` refused
+/// "1.9999999999999994e-8", its first layer's rate, which the caller never typed. Now the
+/// message names the target and the ratio given, and derives the layer's rate from them.
+#[test]
+fn errors_quote_the_callers_target_and_derive_the_layers_rate() {
+    let e = GrowingBloomFilter::with_capacity(1000, 1e-7).unwrap_err();
+    assert_eq!(e.lowest_growing_fpr(), Some(6.4e-6 / (1.0 - 0.8)));
+    let text = e.to_string();
+    assert!(
+        text.starts_with("false-positive rate 1e-7 is too low for a growing filter")
+            && text.contains("tightening ratio 0.8")
+            && text.contains("1e-7 · (1 - 0.8) = 2e-8")
+            && text.contains("the lowest rate it takes is 3.2e-5")
+            && !text.contains("999"),
+        "{text}"
+    );
+    // A line layout takes a lower target; its limit with tightening 0.5 is 9.4e-15.
+    let e = GrowingBloomFilter::builder(10)
+        .fpr(1e-15)
+        .layout(Layout::Line)
+        .tightening(0.5)
+        .build()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("false-positive rate 1e-15 is too low")
+            && text.contains("tightening ratio 0.5")
+            && text.ends_with(
+                "the lowest rate it takes is 9.4e-15; no layout of this crate reaches it"
+            ),
+        "{text}"
+    );
+    // At the end of the schedule: the layer that cannot be added, and its rate, derived.
+    let f = GrowingBloomFilter::builder(1)
+        .fpr(0.01)
+        .tightening(0.1)
+        .build()
+        .unwrap();
+    let e = keys(7, 100).iter().find_map(|k| f.insert(k).err()).unwrap();
+    assert_eq!(
+        e.to_string(),
+        "the growing filter (false-positive rate 0.01, tightening ratio 0.1, Word layout) \
+         cannot add layer 4: it would get 0.01 · (1 - 0.1) · 0.1^4 = 9e-7, below the layout's \
+         limit of 6.4e-6; the Line layout reaches further"
+    );
+    assert_eq!(e.lowest_growing_fpr(), Some(6.4e-6 / 0.9));
+    // A non-scaling filter's one layer gets the target itself: the plain error, which quotes it.
+    let e = GrowingBloomFilter::builder(10)
+        .fpr(1e-6)
+        .non_scaling()
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::FprBelowLayoutLimit { fpr: 1e-6, .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("false-positive rate 1e-6 is below 6.4e-6"),
+        "{e}"
     );
 }
 
@@ -270,7 +336,9 @@ fn bad_parameters_are_typed_errors() {
     // The first layer's rate is fpr / 5 with the default ratio: below the word limit here.
     assert!(matches!(
         GrowingBloomFilter::with_capacity(10, 1e-5),
-        Err(Error::FprBelowLayoutLimit {
+        Err(Error::GrowingFprBelowLayoutLimit {
+            fpr: 1e-5,
+            layer: 0,
             use_layout: Some(Layout::Line),
             ..
         })

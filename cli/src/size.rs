@@ -516,10 +516,14 @@ fn write_grow(out: &mut String, args: &Size) -> Result<(), Failure> {
     let mut total_keys = 0u64;
     for i in 0..layers {
         let layer_fail = |e: Error| {
+            let why = match e {
+                // It names the layer and derives its rate from --fpr.
+                Error::GrowingFprBelowLayoutLimit { .. } => e.to_string(),
+                _ => format!("layer {i} (fpr {}): {e}", rate(g.layer_fpr(i))),
+            };
             Failure(format!(
                 "cannot size the growing filter for --items {items}: it needs {layers} layers, \
-                 and layer {i} (fpr {}): {e}",
-                rate(g.layer_fpr(i))
+                 and {why}"
             ))
         };
         let capacity = g.layer_capacity(i).map_err(layer_fail)?;

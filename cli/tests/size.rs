@@ -385,7 +385,10 @@ fn tempdir() -> std::path::PathBuf {
 #[test]
 fn bad_input_is_one_line_of_error_and_status_2_quickly() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--fpr", "1e-30"], "below the Line layout's limit"),
+        (
+            &["--fpr", "1e-30"],
+            "below 4.7e-15, the lowest the Line layout reaches",
+        ),
         (&["--fpr", "1"], "strictly between 0 and 1, got 1"),
         (&["--fpr", "0"], "strictly between 0 and 1, got 0"),
         (&["--fpr", "-0.5"], "strictly between 0 and 1, got -0.5"),

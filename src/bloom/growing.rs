@@ -47,8 +47,8 @@ const STUCK: u64 = 1 << 33;
 ///   that would pass it waits for the new layer. Lookups never wait.
 /// - **Errors instead of an overfull filter**: [`insert`](Self::insert) returns a `Result`.
 ///   [`Error::Full`] from a [`non_scaling`](GrowingOptions::non_scaling) filter that holds its
-///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated; the
-///   layout's [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
+///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated;
+///   [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
 ///   schedule. The item is then not inserted (an `Err` means nothing happened), and items
 ///   already in the filter are still answered `Ok(false)`.
 ///
@@ -245,7 +245,23 @@ impl GrowingBloomFilter {
     /// # Errors
     ///
     /// As [`GrowingSizing::new`] (the first layer's rate is `fpr / 5`: the word layout needs
-    /// `fpr` ≥ 3.2e-5), and [`Error::AllocationFailed`].
+    /// `fpr` ≥ 3.2e-5, and below it the error says so), and [`Error::AllocationFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{Error, GrowingBloomFilter};
+    /// let e = GrowingBloomFilter::with_capacity(1000, 1e-7).unwrap_err();
+    /// assert!(matches!(e, Error::GrowingFprBelowLayoutLimit { fpr: 1e-7, layer: 0, .. }));
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "false-positive rate 1e-7 is too low for a growing filter of the Word layout with \
+    ///      tightening ratio 0.8: its first layer gets 1e-7 · (1 - 0.8) = 2e-8, below the \
+    ///      layout's limit of 6.4e-6, so the lowest rate it takes is 3.2e-5; the Line layout \
+    ///      reaches 1e-7"
+    /// );
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn with_capacity(initial_capacity: u64, fpr: f64) -> Result<Self, Error> {
         Self::builder(initial_capacity).fpr(fpr).build()
     }
@@ -282,8 +298,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// Only for a new item that the filter cannot take; it is then **not** inserted:
     /// [`Error::Full`] (a [`non_scaling`](GrowingOptions::non_scaling) filter at capacity),
     /// [`Error::AllocationFailed`] (the next layer did not fit in memory; the next insert of a
-    /// new item tries again), [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] (the end of
-    /// the schedule: [`GrowingSizing::layer`]).
+    /// new item tries again), [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] (the
+    /// end of the schedule: [`GrowingSizing::layer`]).
     ///
     /// # Examples
     ///

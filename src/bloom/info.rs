@@ -5,6 +5,7 @@
 use core::fmt;
 
 use crate::Layout;
+use crate::numbers::{Bytes, Rate};
 use crate::sizing::BlockedSizing;
 
 /// A filter's description and state, from its `info()`: what it was built for, what it
@@ -130,82 +131,13 @@ impl fmt::Display for BloomInfo {
         }
         let percent = [self.estimated_fpr, self.fpr]
             .iter()
-            .all(|&p| p == 0.0 || p >= PERCENT_FROM);
+            .all(|&p| p == 0.0 || p >= Rate::PERCENT_FROM);
         write!(
             f,
             ", fpr {} now (target {})",
-            Rate(self.estimated_fpr, percent),
-            Rate(self.fpr, percent)
+            Rate::new(self.estimated_fpr, percent),
+            Rate::new(self.fpr, percent)
         )
-    }
-}
-
-/// A size in B, KiB, MiB, GiB or TiB, 3 significant digits.
-struct Bytes(u64);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-        let mut value = self.0 as f64;
-        let mut unit = 0;
-        // Rounded as printed (1,048,575 B is 1.00 MiB, not 1024 KiB).
-        while value >= 1023.995 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        match unit {
-            0 => write!(f, "{} B", self.0),
-            _ if value >= 100.0 => write!(f, "{value:.0} {}", UNITS[unit]),
-            _ if value >= 10.0 => write!(f, "{value:.1} {}", UNITS[unit]),
-            _ => write!(f, "{value:.2} {}", UNITS[unit]),
-        }
-    }
-}
-
-/// The smallest rate [`BloomInfo`]'s `Display` writes as a percentage: `0.0001%`.
-const PERCENT_FROM: f64 = 1e-6;
-
-/// A rate with 2 significant digits, never in two notations at once: as a percentage in plain
-/// decimals (`1%`, `0.21%`, `0.0018%`) when the flag is set, else as a plain number (`0.01`,
-/// `0.0021`, `1.8e-5`: decimals down to 1e-4, then scientific notation).
-struct Rate(f64, bool);
-
-impl fmt::Display for Rate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self(p, percent) = *self;
-        if p == 0.0 {
-            return f.write_str(if percent { "0%" } else { "0" });
-        }
-        if percent {
-            return write!(f, "{}%", Decimal(p * 100.0));
-        }
-        if p >= 1e-4 {
-            return write!(f, "{}", Decimal(p));
-        }
-        // Scientific notation with 2 significant digits, without a trailing `.0`.
-        f.write_str(&format!("{p:.1e}").replace(".0e", "e"))
-    }
-}
-
-/// A positive number in plain decimals with 2 significant digits, without trailing zeros:
-/// `12`, `0.21`, `0.0018`.
-struct Decimal(f64);
-
-impl fmt::Display for Decimal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let x = self.0;
-        // The decimal exponent after rounding to 2 significant digits (9.96 is 1.0e1).
-        let exponent = format!("{x:.1e}")
-            .split_once('e')
-            .and_then(|(_, e)| e.parse::<i32>().ok())
-            .unwrap_or(0);
-        let digits = (1 - exponent).max(0) as usize;
-        let text = format!("{x:.digits$}");
-        if text.contains('.') {
-            f.write_str(text.trim_end_matches('0').trim_end_matches('.'))
-        } else {
-            f.write_str(&text)
-        }
     }
 }
 
@@ -268,38 +200,6 @@ pub(crate) fn single<I: Iterator<Item = u64>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_rates_read_well() {
-        let cases = [
-            (0, "0 B"),
-            (1023, "1023 B"),
-            (1024, "1.00 KiB"),
-            (12_345, "12.1 KiB"),
-            (200 << 20, "200 MiB"),
-            (3 << 40, "3.00 TiB"),
-        ];
-        for (bytes, text) in cases {
-            assert_eq!(Bytes(bytes).to_string(), text);
-        }
-        let cases = [
-            (0.0, "0%", "0"),
-            (0.01, "1%", "0.01"),
-            (0.0021, "0.21%", "0.0021"),
-            (0.1234, "12%", "0.12"),
-            (1.0, "100%", "1"),
-            (0.000_34, "0.034%", "0.00034"),
-            (0.099_96, "10%", "0.1"),
-            (1.8e-5, "0.0018%", "1.8e-5"),
-            (1e-6, "0.0001%", "1e-6"),
-            (1e-7, "0.00001%", "1e-7"),
-            (3.4e-7, "0.000034%", "3.4e-7"),
-        ];
-        for (rate, percent, plain) in cases {
-            assert_eq!(Rate(rate, true).to_string(), percent, "{rate}");
-            assert_eq!(Rate(rate, false).to_string(), plain, "{rate}");
-        }
-    }
 
     /// `--stats` printed `fpr 1.8e-3% now`: a percentage in scientific notation. A line now
     /// has one notation: percentages in plain decimals, or plain numbers when a rate is below

@@ -359,6 +359,28 @@ fn bad_parameters_are_typed_errors() {
     assert_eq!(f.memory_bytes(), f.sizing().bytes(1).unwrap());
 }
 
+/// A lightly filled filter's rate is tiny, not zero: `1 - Π (1 - f_i)` rounded it to 0, and
+/// `--stats` printed `fpr 0% now`.
+#[test]
+fn the_rate_of_a_lightly_filled_filter_keeps_its_digits() {
+    let f = GrowingBloomFilter::builder(10_000_000)
+        .fpr(1e-4)
+        .layout(Layout::Line)
+        .build()
+        .unwrap();
+    for k in keys(8, 1000) {
+        f.insert(&k).unwrap();
+    }
+    let (info, layer) = (f.info(), f.layer_info()[0].estimated_fpr);
+    assert!(layer > 0.0 && layer < 1e-15, "{layer}");
+    assert!(
+        (info.estimated_fpr - layer).abs() <= layer * 1e-12,
+        "{} vs {layer}",
+        info.estimated_fpr
+    );
+    assert!(!info.to_string().contains("fpr 0"), "{info}");
+}
+
 #[test]
 fn info_describes_every_bloom_filter_on_one_line() {
     let growing = GrowingBloomFilter::with_capacity(1000, 0.01).unwrap();

@@ -557,11 +557,13 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             layers: layers.len() as u32,
             sampled_new_items: Some(sum(|l| l.sampled_new_items)),
             estimated_len: sum(|l| l.estimated_len),
-            estimated_fpr: 1.0
-                - layers
-                    .iter()
-                    .map(|l| 1.0 - l.estimated_fpr)
-                    .product::<f64>(),
+            // 1 - Π (1 - f_i) as -expm1(Σ ln(1 - f_i)): the subtraction from 1 would round
+            // the rate of a lightly filled filter (1e-20, say) to 0.
+            estimated_fpr: -layers
+                .iter()
+                .map(|l| (-l.estimated_fpr).ln_1p())
+                .sum::<f64>()
+                .exp_m1(),
             expansion: self.growth.scaling.then_some(self.growth.expansion),
         }
     }

@@ -4,6 +4,7 @@ use core::fmt;
 
 use crate::Layout;
 use crate::hash::HasherIdentity;
+use crate::numbers::{Given, Rate};
 
 /// Why a constructor or a sizing function refused its input.
 ///
@@ -37,9 +38,35 @@ pub enum Error {
         layout: Layout,
         /// The rate asked for.
         fpr: f64,
-        /// The smallest rate this layout accepts.
+        /// The smallest rate this layout accepts in this structure: the layout's own limit, or,
+        /// for a [`WindowedBloomFilter`](crate::WindowedBloomFilter), the lowest rate of a
+        /// window of its generations.
         min_fpr: f64,
         /// A layout that accepts `fpr`, if one does.
+        use_layout: Option<Layout>,
+    },
+    /// A layer of a [`GrowingBloomFilter`](crate::GrowingBloomFilter) would get a
+    /// false-positive rate below its layout's limit (the limit of
+    /// [`FprBelowLayoutLimit`](Self::FprBelowLayoutLimit)). Layer `i` of a filter with target
+    /// `fpr` and tightening ratio `t` is sized for `fpr · (1 - t) · t^i`, so that the layers
+    /// together stay under `fpr`.
+    ///
+    /// For layer 0 (from a constructor) the filter cannot be built: the lowest target it takes
+    /// with this layout and ratio is [`lowest_growing_fpr`](Self::lowest_growing_fpr). For a
+    /// later layer (from an insert) the schedule ends there: the item was not inserted, and the
+    /// items already in the filter are still answered.
+    GrowingFprBelowLayoutLimit {
+        /// The layout asked for.
+        layout: Layout,
+        /// The target rate of the whole filter, as asked.
+        fpr: f64,
+        /// The tightening ratio, as asked.
+        tightening: f64,
+        /// The layer that cannot be sized: 0 for the first.
+        layer: u32,
+        /// The smallest rate this layout accepts.
+        min_fpr: f64,
+        /// A layout that accepts the layer's rate, if one does.
         use_layout: Option<Layout>,
     },
     /// Reading or writing a file or stream failed (the operating system's reason; for
@@ -107,6 +134,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// For [`Error::GrowingFprBelowLayoutLimit`], the lowest target a growing filter of that
+    /// layout and tightening ratio takes: the layout's limit over `1 - tightening` (its first
+    /// layer gets `fpr · (1 - tightening)`). `None` for every other error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = seen::GrowingBloomFilter::with_capacity(1000, 1e-7).unwrap_err();
+    /// assert!((e.lowest_growing_fpr().unwrap() - 3.2e-5).abs() < 1e-12);
+    /// assert!(e.to_string().starts_with("false-positive rate 1e-7 is too low for a growing"));
+    /// ```
+    pub fn lowest_growing_fpr(&self) -> Option<f64> {
+        match self {
+            Self::GrowingFprBelowLayoutLimit {
+                tightening,
+                min_fpr,
+                ..
+            } => Some(min_fpr / (1.0 - tightening)),
+            _ => None,
+        }
+    }
+
     /// An [`Error::Io`] from a [`std::io::Error`].
     pub(crate) fn io(e: &std::io::Error) -> Self {
         Self::Io {
@@ -196,13 +245,52 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "false-positive rate {fpr:e} is below the {layout:?} layout's limit of \
-                     {min_fpr:e} (below it the layout needs more than 4 times the memory of a \
-                     classic Bloom filter)"
+                    "false-positive rate {} is below {}, the lowest the {layout:?} layout \
+                     reaches in this structure (below it the layout needs more than 4 times \
+                     the memory of a classic Bloom filter)",
+                    Given(*fpr),
+                    Rate::plain(*min_fpr)
                 )?;
                 match use_layout {
                     Some(other) => write!(f, "; the {other:?} layout reaches it"),
                     None => f.write_str("; no layout of this crate reaches it"),
+                }
+            }
+            Self::GrowingFprBelowLayoutLimit {
+                layout,
+                fpr,
+                tightening,
+                layer,
+                min_fpr,
+                use_layout,
+            } => {
+                let (p, t) = (Given(*fpr), Given(*tightening));
+                let rate = Rate::plain(fpr * (1.0 - tightening) * tightening.powi(*layer as i32));
+                let min = Rate::plain(*min_fpr);
+                if *layer == 0 {
+                    write!(
+                        f,
+                        "false-positive rate {p} is too low for a growing filter of the \
+                         {layout:?} layout with tightening ratio {t}: its first layer gets \
+                         {p} · (1 - {t}) = {rate}, below the layout's limit of {min}, so the \
+                         lowest rate it takes is {}",
+                        Rate::plain(min_fpr / (1.0 - tightening))
+                    )?;
+                    match use_layout {
+                        Some(other) => write!(f, "; the {other:?} layout reaches {p}"),
+                        None => f.write_str("; no layout of this crate reaches it"),
+                    }
+                } else {
+                    write!(
+                        f,
+                        "the growing filter (false-positive rate {p}, tightening ratio {t}, \
+                         {layout:?} layout) cannot add layer {layer}: it would get {p} · \
+                         (1 - {t}) · {t}^{layer} = {rate}, below the layout's limit of {min}"
+                    )?;
+                    match use_layout {
+                        Some(other) => write!(f, "; the {other:?} layout reaches further"),
+                        None => Ok(()),
+                    }
                 }
             }
             Self::Io { message, .. } => f.write_str(message),
@@ -245,10 +333,15 @@ impl fmt::Display for Error {
                 what,
                 requested,
                 limit,
-            } => write!(
-                f,
-                "{what} needed ({requested:.4e}) exceed the limit of {limit} on this machine"
-            ),
+            } => {
+                // A count as a count; a size past every integer in 4 digits.
+                if requested.fract() == 0.0 && *requested >= 0.0 && *requested < 2f64.powi(53) {
+                    write!(f, "{what} needed ({}) exceed", *requested as u64)?;
+                } else {
+                    write!(f, "{what} needed ({requested:.3e}) exceed")?;
+                }
+                write!(f, " the limit of {limit} on this machine")
+            }
         }
     }
 }

@@ -106,7 +106,8 @@
 //!   false-positive rate, [`Layout::Word`] more than [`Layout::Line`], and more the smaller the
 //!   rate ([the table](docs::sizing#limits-where-a-layout-stops)).
 //! - Each layout has a smallest false-positive rate it accepts (see [`Layout`]); below it,
-//!   constructors return [`Error::FprBelowLayoutLimit`], naming the layout that can.
+//!   constructors return [`Error::FprBelowLayoutLimit`] (a growing filter,
+//!   [`Error::GrowingFprBelowLayoutLimit`]), naming the layout that can.
 //! - [`Layout::Line`] and [`SemiConcurrentBloomFilter`] are not exactly-once: two threads
 //!   inserting one new item can both be told it is new.
 //! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
@@ -138,6 +139,7 @@ mod error;
 mod filter;
 pub mod hash;
 mod layout;
+mod numbers;
 mod os;
 mod overwrite;
 mod persist;

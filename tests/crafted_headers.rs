@@ -373,7 +373,7 @@ const GENERATION_EXPECTED: usize = 56;
 fn crafted_window_headers_are_refused() {
     let window = WindowedBloomFilter::builder(2_000)
         .fpr(0.01)
-        .generations(3)
+        .periods(2)
         .rotate_manually()
         .build()
         .unwrap();
@@ -540,7 +540,7 @@ proptest! {
         let items = capacity.min(10_000);
         if let Ok(window) = WindowedBloomFilter::builder(items)
             .fpr(fpr)
-            .generations(generations)
+            .periods(generations - 1)
             .rotate_manually()
             .build()
         {

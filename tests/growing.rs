@@ -94,7 +94,7 @@ fn the_rate_at_10_and_100_times_the_initial_capacity_is_under_the_target() {
                     f.layers()
                 );
                 // Exact counts below 2^17 per layer; sampled above (within 3/256 at 3 sigma).
-                let inserted = info.inserted.unwrap() as f64;
+                let inserted = info.sampled_new_items.unwrap() as f64;
                 assert!(
                     (inserted - new as f64).abs() <= 0.02 * new as f64,
                     "{what}: {info}"
@@ -137,14 +137,17 @@ fn two_threads_growing_the_filter_100_times_over_lose_nothing_and_are_exactly_on
         assert_eq!(f.layers(), 7, "round {round}");
         let layers = f.layer_info();
         for (i, layer) in layers.iter().enumerate().take(layers.len() - 1) {
-            let over = layer.inserted.saturating_sub(layer.capacity);
+            let over = layer.sampled_new_items.saturating_sub(layer.capacity);
             assert!(
                 over <= overshoot_bound(layer.capacity, 2),
                 "round {round}, layer {i}: {} new items past a capacity of {}",
                 over,
                 layer.capacity
             );
-            assert!(layer.inserted >= layer.capacity, "layer {i} grew early");
+            assert!(
+                layer.sampled_new_items >= layer.capacity,
+                "layer {i} grew early"
+            );
             worst = worst.max(over as f64 / layer.capacity as f64);
         }
     }
@@ -219,7 +222,10 @@ fn the_end_of_the_schedule_is_an_error_for_new_items_and_nothing_is_lost() {
     for k in &items {
         match f.insert(k) {
             Ok(_) => accepted.push(*k),
-            Err(Error::FprBelowLayoutLimit {
+            Err(Error::GrowingFprBelowLayoutLimit {
+                fpr: 0.01,
+                tightening: 0.1,
+                layer: 4,
                 use_layout: Some(Layout::Line),
                 ..
             }) => refused += 1,
@@ -238,6 +244,69 @@ fn the_end_of_the_schedule_is_an_error_for_new_items_and_nothing_is_lost() {
         accepted
             .iter()
             .all(|k| f.contains(k) && f.insert(k) == Ok(false))
+    );
+}
+
+/// The errors quote the caller's own parameters: `with_capacity(1000, 1e-7)` refused
+/// "1.9999999999999994e-8", its first layer's rate, which the caller never typed. Now the
+/// message names the target and the ratio given, and derives the layer's rate from them.
+#[test]
+fn errors_quote_the_callers_target_and_derive_the_layers_rate() {
+    let e = GrowingBloomFilter::with_capacity(1000, 1e-7).unwrap_err();
+    assert_eq!(e.lowest_growing_fpr(), Some(6.4e-6 / (1.0 - 0.8)));
+    let text = e.to_string();
+    assert!(
+        text.starts_with("false-positive rate 1e-7 is too low for a growing filter")
+            && text.contains("tightening ratio 0.8")
+            && text.contains("1e-7 · (1 - 0.8) = 2e-8")
+            && text.contains("the lowest rate it takes is 3.2e-5")
+            && !text.contains("999"),
+        "{text}"
+    );
+    // A line layout takes a lower target; its limit with tightening 0.5 is 9.4e-15.
+    let e = GrowingBloomFilter::builder(10)
+        .fpr(1e-15)
+        .layout(Layout::Line)
+        .tightening(0.5)
+        .build()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("false-positive rate 1e-15 is too low")
+            && text.contains("tightening ratio 0.5")
+            && text.ends_with(
+                "the lowest rate it takes is 9.4e-15; no layout of this crate reaches it"
+            ),
+        "{text}"
+    );
+    // At the end of the schedule: the layer that cannot be added, and its rate, derived.
+    let f = GrowingBloomFilter::builder(1)
+        .fpr(0.01)
+        .tightening(0.1)
+        .build()
+        .unwrap();
+    let e = keys(7, 100).iter().find_map(|k| f.insert(k).err()).unwrap();
+    assert_eq!(
+        e.to_string(),
+        "the growing filter (false-positive rate 0.01, tightening ratio 0.1, Word layout) \
+         cannot add layer 4: it would get 0.01 · (1 - 0.1) · 0.1^4 = 9e-7, below the layout's \
+         limit of 6.4e-6; the Line layout reaches further"
+    );
+    assert_eq!(e.lowest_growing_fpr(), Some(6.4e-6 / 0.9));
+    // A non-scaling filter's one layer gets the target itself: the plain error, which quotes it.
+    let e = GrowingBloomFilter::builder(10)
+        .fpr(1e-6)
+        .non_scaling()
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::FprBelowLayoutLimit { fpr: 1e-6, .. }),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("false-positive rate 1e-6 is below 6.4e-6"),
+        "{e}"
     );
 }
 
@@ -267,7 +336,9 @@ fn bad_parameters_are_typed_errors() {
     // The first layer's rate is fpr / 5 with the default ratio: below the word limit here.
     assert!(matches!(
         GrowingBloomFilter::with_capacity(10, 1e-5),
-        Err(Error::FprBelowLayoutLimit {
+        Err(Error::GrowingFprBelowLayoutLimit {
+            fpr: 1e-5,
+            layer: 0,
             use_layout: Some(Layout::Line),
             ..
         })
@@ -286,6 +357,28 @@ fn bad_parameters_are_typed_errors() {
         GrowingSizing::new(1000, 0.01, Layout::Word, 3, 0.8).unwrap()
     );
     assert_eq!(f.memory_bytes(), f.sizing().bytes(1).unwrap());
+}
+
+/// A lightly filled filter's rate is tiny, not zero: `1 - Π (1 - f_i)` rounded it to 0, and
+/// `--stats` printed `fpr 0% now`.
+#[test]
+fn the_rate_of_a_lightly_filled_filter_keeps_its_digits() {
+    let f = GrowingBloomFilter::builder(10_000_000)
+        .fpr(1e-4)
+        .layout(Layout::Line)
+        .build()
+        .unwrap();
+    for k in keys(8, 1000) {
+        f.insert(&k).unwrap();
+    }
+    let (info, layer) = (f.info(), f.layer_info()[0].estimated_fpr);
+    assert!(layer > 0.0 && layer < 1e-15, "{layer}");
+    assert!(
+        (info.estimated_fpr - layer).abs() <= layer * 1e-12,
+        "{} vs {layer}",
+        info.estimated_fpr
+    );
+    assert!(!info.to_string().contains("fpr 0"), "{info}");
 }
 
 #[test]

@@ -127,7 +127,7 @@ fn a_non_scaling_filter_holds_its_whole_capacity_before_refusing() {
 
 /// FINDING: a tightening ratio small enough that `P · t` underflows to 0 makes the first growth
 /// fail with `Error::InvalidFpr(0.0)`, an error `insert` does not document (it says the end of
-/// the schedule is `FprBelowLayoutLimit` or `TooLarge`) and that blames the caller's fpr.
+/// the schedule is `GrowingFprBelowLayoutLimit` or `TooLarge`) and that blames the caller's fpr.
 #[test]
 fn a_subnormal_tightening_ends_the_schedule_with_a_documented_error() {
     let f = GrowingBloomFilter::builder(1)
@@ -146,7 +146,7 @@ fn a_subnormal_tightening_ends_the_schedule_with_a_documented_error() {
         assert!(
             matches!(
                 e,
-                Error::FprBelowLayoutLimit { .. } | Error::TooLarge { .. }
+                Error::GrowingFprBelowLayoutLimit { .. } | Error::TooLarge { .. }
             ),
             "undocumented error from insert: {e:?}"
         );
@@ -344,7 +344,7 @@ fn a_stuck_filter_under_two_threads_reports_errors_and_does_not_spin() {
                                 accepted.fetch_add(usize::from(new), Ordering::Relaxed);
                                 ok.push(*k);
                             }
-                            Err(Error::FprBelowLayoutLimit { .. }) => {}
+                            Err(Error::GrowingFprBelowLayoutLimit { .. }) => {}
                             Err(e) => panic!("{e}"),
                         }
                     }
@@ -468,6 +468,9 @@ fn an_allocation_failure_in_growth_is_reported_and_loses_nothing() {
     accepted.extend(fresh.iter().chain(&ok).filter(|k| f.contains(*k)).copied());
     assert!(accepted.iter().all(|k| f.insert(k) == Ok(false)));
     let info = f.info();
-    assert!(info.inserted.unwrap() <= c0 + c0 / 64 + 1 + 2, "{info}");
+    assert!(
+        info.sampled_new_items.unwrap() <= c0 + c0 / 64 + 1 + 2,
+        "{info}"
+    );
     assert!(info.estimated_fpr <= 0.01, "{info}");
 }

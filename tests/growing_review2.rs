@@ -201,7 +201,7 @@ fn a_scaling_file_whose_newest_layer_is_full_grows_at_the_next_new_insert() {
         }
         assert_eq!(grew_at, Some(0));
         assert_eq!(loaded.layers(), 4, "count {count}");
-        assert_eq!(loaded.layer_info()[3].inserted, 1);
+        assert_eq!(loaded.layer_info()[3].sampled_new_items, 1);
     }
 }
 
@@ -218,7 +218,7 @@ fn a_non_scaling_file_counts_on_exactly() {
     let mut file = bytes_of(&f);
     let loaded = GrowingBloomFilter::read_from(&file[..]).unwrap();
     assert!(!loaded.is_scaling());
-    assert_eq!(loaded.info().inserted, Some(50));
+    assert_eq!(loaded.info().sampled_new_items, Some(50));
     let mut accepted = 0;
     for k in keys(164, 200) {
         match loaded.insert(&k) {
@@ -265,7 +265,7 @@ fn non_scaling_refuses_at_exactly_the_capacity() {
         }
         assert_eq!(new, cap, "capacity {cap}");
         assert!(first_full.is_some());
-        assert_eq!(f.info().inserted, Some(cap));
+        assert_eq!(f.info().sampled_new_items, Some(cap));
     }
     for round in 0..20 {
         let cap = 5000;

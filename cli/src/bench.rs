@@ -516,7 +516,9 @@ fn measure(
     let built = Built::new(structure, args, capacity).map_err(|e| {
         // A rate one structure cannot reach, others may: say how to measure them.
         let hint = match e {
-            Error::FprBelowLayoutLimit { .. } => " (leave it out with --structures)",
+            Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. } => {
+                " (leave it out with --structures)"
+            }
             _ => "",
         };
         Failure(format!(

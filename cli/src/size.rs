@@ -13,7 +13,7 @@ use seen::{AtomicBloomFilter, Error, Layout};
 
 use crate::Failure;
 use crate::plot::{self, Curve, LineChart, Mark, Scale};
-use crate::table::{self, Table, given, grouped, human_bytes, rate};
+use crate::table::{self, Table, given, grouped, human_bytes, percent, rate};
 use crate::units::{format_duration, parse_duration, parse_size};
 
 #[derive(Args)]
@@ -26,7 +26,8 @@ Examples:
   seen size --capacity 1000000 --grow --items 100000000
                                                 the layers a growing filter adds to reach 100M
   seen size --remember 3600000 --remember-probability 0.9
-                                                an overwrite map that remembers a key for 3.6M more
+                                                an overwrite map that remembers a key for 3.6M more,
+                                                and the duplicates against memory
   seen size --capacity 1000000 --plot fpr.svg   the false-positive rate up to 4x the capacity")]
 pub(crate) struct Size {
     /// Distinct keys the Bloom filters are sized for. With --window: the new keys of one
@@ -67,7 +68,9 @@ pub(crate) struct Size {
     #[arg(long, value_enum, default_value_t = LayoutArg::Word, requires = "grow")]
     layout: LayoutArg,
     /// Size an overwrite map instead of Bloom filters: one that still remembers a key after N
-    /// later insertions of other keys, with probability --remember-probability.
+    /// later insertions of other keys, with probability --remember-probability. Also prints the
+    /// duplicates to expect against the memory for N keys a window, each delivered once or
+    /// twice.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
           conflicts_with_all = ["capacity", "fpr", "memory", "window", "grow"])]
     remember: Option<u64>,
@@ -118,6 +121,9 @@ const MODEL_KEYS: u64 = 100_000;
 
 /// The bytes of one overwrite-map bucket: one `AtomicU64` (`OverwriteMap::memory_bytes`).
 const BUCKET_BYTES: u64 = 8;
+
+/// The remember probabilities of the duplicates table (with --remember-probability's own).
+const DUPLICATES_ROWS: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
 pub(crate) fn run(args: &Size) -> Result<(), Failure> {
     if let Some(later) = args.remember {
@@ -516,10 +522,14 @@ fn write_grow(out: &mut String, args: &Size) -> Result<(), Failure> {
     let mut total_keys = 0u64;
     for i in 0..layers {
         let layer_fail = |e: Error| {
+            let why = match e {
+                // It names the layer and derives its rate from --fpr.
+                Error::GrowingFprBelowLayoutLimit { .. } => e.to_string(),
+                _ => format!("layer {i} (fpr {}): {e}", rate(g.layer_fpr(i))),
+            };
             Failure(format!(
                 "cannot size the growing filter for --items {items}: it needs {layers} layers, \
-                 and layer {i} (fpr {}): {e}",
-                rate(g.layer_fpr(i))
+                 and {why}"
             ))
         };
         let capacity = g.layer_capacity(i).map_err(layer_fail)?;
@@ -609,7 +619,85 @@ fn bloom_plot(args: &Size, rows: &[Row]) -> LineChart {
     chart
 }
 
-/// `seen size --remember N`: the overwrite map, its window and its forgetting curve.
+/// The duplicates a consumer should expect against the memory, for `window` keys a window,
+/// each delivered once (and now and then again) or twice, the later delivery at most a window
+/// after the first: a map sized for `c · window` later insertions with probability `r` lets at
+/// most `1 - r` of them through (`docs/sizing.md`, "Duplicates against memory"). One row per
+/// probability of [`DUPLICATES_ROWS`] and `asked`; a row the sizing refuses shows `-`.
+fn write_duplicates(out: &mut String, window: u64, asked: f64) {
+    let mut rows = DUPLICATES_ROWS.to_vec();
+    if !rows.contains(&asked) {
+        rows.push(asked);
+        rows.sort_by(f64::total_cmp);
+    }
+    // The buckets of a map sized for `later` insertions at `r`, its memory, and the share of
+    // deliveries `later` insertions late that it processes again; `None` past the sizing.
+    let map = |later: Option<u64>, r: f64| {
+        let buckets = sizing::overwrite_buckets(later?, r).ok()?;
+        let bytes = buckets.checked_mul(BUCKET_BYTES)?;
+        Some((buckets, bytes))
+    };
+    let again = |buckets: u64, later: Option<u64>| {
+        later
+            .and_then(|x| sizing::overwrite_remember_probability(buckets, x).ok())
+            .map_or("-".into(), |p| percent(1.0 - p))
+    };
+    let twice = window.checked_mul(2);
+    let mut once_table =
+        Table::new(&["remember", "buckets", "memory", "processed again"]).numbers_only();
+    let mut twice_table = Table::new(&[
+        "remember",
+        "buckets",
+        "memory",
+        "processed again",
+        "in the map for once",
+    ])
+    .numbers_only();
+    for r in rows {
+        let once = map(Some(window), r);
+        let mut cells = vec![r.to_string()];
+        match once {
+            Some((buckets, bytes)) => cells.extend([
+                grouped(buckets),
+                human_bytes(bytes),
+                again(buckets, Some(window)),
+            ]),
+            None => cells.extend(["-".into(), "-".into(), "-".into()]),
+        }
+        once_table.row(cells);
+        let mut cells = vec![r.to_string()];
+        match map(twice, r) {
+            Some((buckets, bytes)) => {
+                cells.extend([grouped(buckets), human_bytes(bytes), again(buckets, twice)])
+            }
+            None => cells.extend(["-".into(), "-".into(), "-".into()]),
+        }
+        cells.push(once.map_or("-".into(), |(buckets, _)| again(buckets, twice)));
+        twice_table.row(cells);
+    }
+    let twice_flag = twice.map_or("more than a u64 counts".into(), |x| x.to_string());
+    let _ = writeln!(
+        out,
+        "\nDuplicates against memory: {} keys a window, each delivered once or twice\n\n\
+         Delivered once, and now and then again at most a window later (--remember {window}):\n",
+        grouped(window)
+    );
+    let _ = write!(out, "{once_table}");
+    let _ = writeln!(
+        out,
+        "\nDelivered twice, the copy at most a window later (--remember {twice_flag}):\n"
+    );
+    let _ = write!(out, "{twice_table}");
+    let _ = writeln!(
+        out,
+        "\nprocessed again: at most, for a delivery a full window after the first (sooner ones \
+         are\ncaught more often). in the map for once: every key twice, in the map sized for \
+         one delivery.\nEach further 9 costs about ten times the memory."
+    );
+}
+
+/// `seen size --remember N`: the overwrite map, its window and its forgetting curve, and the
+/// duplicates to expect against the memory.
 fn remember(args: &Size, later: u64) -> Result<(), Failure> {
     let q = args.remember_probability;
     let fail = |e: Error| {
@@ -666,6 +754,7 @@ fn remember(args: &Size, later: u64) -> Result<(), Failure> {
         table.row(vec![grouped(x), format!("{p:.6}")]);
     }
     let _ = write!(out, "\n{table}");
+    write_duplicates(&mut out, later, q);
     if let Some(path) = &args.plot {
         let mut chart = LineChart::new(
             &format!(

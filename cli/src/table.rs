@@ -122,6 +122,22 @@ pub(crate) fn rate(p: f64) -> String {
     }
 }
 
+/// A probability as a percentage in plain decimals with 3 significant digits: `19.0%`,
+/// `1.99%`, `0.100%`; `0%` for 0.
+pub(crate) fn percent(p: f64) -> String {
+    let v = p * 100.0;
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}%");
+    }
+    // The exponent after rounding to 3 significant digits (9.9999 is 1.00e1).
+    let exponent = format!("{v:.2e}")
+        .split_once('e')
+        .and_then(|(_, e)| e.parse::<i32>().ok())
+        .unwrap_or(0);
+    let digits = (2 - exponent).max(0) as usize;
+    format!("{v:.digits$}%")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +156,12 @@ mod tests {
         assert_eq!(rate(0.0), "0");
         assert_eq!(given(1e-4), "0.0001");
         assert_eq!(given(1e-30), "1e-30");
+        assert_eq!(percent(0.19), "19.0%");
+        assert_eq!(percent(0.099_999_9), "10.0%");
+        assert_eq!(percent(0.0199), "1.99%");
+        assert_eq!(percent(0.001), "0.100%");
+        assert_eq!(percent(0.75), "75.0%");
+        assert_eq!(percent(0.0), "0%");
     }
 
     #[test]

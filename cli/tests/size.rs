@@ -295,6 +295,93 @@ fn remember_sizes_the_overwrite_map() {
     assert_eq!(number(row(&text, "buckets")[1]), 1_563_461);
 }
 
+/// `seen size --remember N` prints the duplicates a consumer should expect against the memory,
+/// for N keys a window delivered once or twice: every figure is the library's sizing (the
+/// table of `docs/sizing.md`, "Duplicates against memory", for the window given).
+#[test]
+fn remember_prints_the_duplicates_against_memory_for_one_and_two_deliveries() {
+    for (window, asked) in [(3_600_000u64, 0.9), (10_000, 0.95)] {
+        let text = stdout_of(&[
+            "size",
+            "--remember",
+            &window.to_string(),
+            "--remember-probability",
+            &asked.to_string(),
+        ]);
+        let once_at = text.find("Delivered once").expect(&text);
+        let twice_at = text.find("Delivered twice").expect(&text);
+        let (once, twice) = (&text[once_at..twice_at], &text[twice_at..]);
+        assert!(once.contains(&format!("(--remember {window})")), "{once}");
+        assert!(
+            twice.contains(&format!("(--remember {})", 2 * window)),
+            "{twice}"
+        );
+        let mut rows = vec![0.5, 0.9, 0.99, 0.999];
+        if !rows.contains(&asked) {
+            rows.push(asked);
+        }
+        for r in rows {
+            let name = r.to_string();
+            let again = |buckets: u64, later: u64| {
+                1.0 - sizing::overwrite_remember_probability(buckets, later).unwrap()
+            };
+            let n1 = sizing::overwrite_buckets(window, r).unwrap();
+            let n2 = sizing::overwrite_buckets(2 * window, r).unwrap();
+            let cells = row(once, &name);
+            assert_eq!(number(cells[1]), n1, "once {r}");
+            assert_close(memory(cells[2]), n1 as f64 * 8.0, "once memory {r}");
+            assert_close(rate_percent(cells[3]), again(n1, window), "once again {r}");
+            assert!(
+                rate_percent(cells[3]) <= (1.0 - r) * 1.005,
+                "{r}: {}",
+                cells[3]
+            );
+            let cells = row(twice, &name);
+            assert_eq!(number(cells[1]), n2, "twice {r}");
+            assert_close(memory(cells[2]), n2 as f64 * 8.0, "twice memory {r}");
+            assert_close(
+                rate_percent(cells[3]),
+                again(n2, 2 * window),
+                "twice again {r}",
+            );
+            // The map sized for one delivery, given two: about 1 - r^2.
+            let sized_for_once = again(n1, 2 * window);
+            assert_close(
+                rate_percent(cells[4]),
+                sized_for_once,
+                "twice in once's map {r}",
+            );
+            assert!((sized_for_once - (1.0 - r * r)).abs() < 0.002, "{r}");
+        }
+    }
+}
+
+/// Within the 3 significant digits the tables print.
+fn assert_close(printed: f64, exact: f64, what: &str) {
+    assert!(
+        (printed - exact).abs() <= exact * 0.005,
+        "{what}: printed {printed}, exact {exact}"
+    );
+}
+
+/// `39.6 MiB` in bytes.
+fn memory(cell: &str) -> f64 {
+    let (value, unit) = cell.split_once(' ').unwrap();
+    let shift = match unit {
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        _ => panic!("{cell:?}"),
+    };
+    value.parse::<f64>().unwrap() * (1u64 << shift) as f64
+}
+
+/// `19.0%` as 0.19.
+fn rate_percent(cell: &str) -> f64 {
+    cell.strip_suffix('%').unwrap().parse::<f64>().unwrap() / 100.0
+}
+
 /// `1,234,567`, as the tables print counts.
 fn seen_grouped(n: u64) -> String {
     let digits = n.to_string();
@@ -385,7 +472,10 @@ fn tempdir() -> std::path::PathBuf {
 #[test]
 fn bad_input_is_one_line_of_error_and_status_2_quickly() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--fpr", "1e-30"], "below the Line layout's limit"),
+        (
+            &["--fpr", "1e-30"],
+            "below 4.7e-15, the lowest the Line layout reaches",
+        ),
         (&["--fpr", "1"], "strictly between 0 and 1, got 1"),
         (&["--fpr", "0"], "strictly between 0 and 1, got 0"),
         (&["--fpr", "-0.5"], "strictly between 0 and 1, got -0.5"),

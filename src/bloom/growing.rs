@@ -47,8 +47,8 @@ const STUCK: u64 = 1 << 33;
 ///   that would pass it waits for the new layer. Lookups never wait.
 /// - **Errors instead of an overfull filter**: [`insert`](Self::insert) returns a `Result`.
 ///   [`Error::Full`] from a [`non_scaling`](GrowingOptions::non_scaling) filter that holds its
-///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated; the
-///   layout's [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
+///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated;
+///   [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
 ///   schedule. The item is then not inserted (an `Err` means nothing happened), and items
 ///   already in the filter are still answered `Ok(false)`.
 ///
@@ -223,7 +223,8 @@ impl Layer {
             fpr: self.sizing.fpr,
             bytes: self.sizing.bytes(),
             hashes: self.sizing.hashes,
-            inserted: self.counted.0.load(Relaxed),
+            sampled_new_items: self.counted.0.load(Relaxed),
+            sample_step: 1 << self.sample_shift,
             estimated_len: estimated_len(self.bits.iter_words(), &self.sizing),
             estimated_fpr: estimated_fpr(self.bits.iter_words(), &self.sizing),
         }
@@ -244,7 +245,23 @@ impl GrowingBloomFilter {
     /// # Errors
     ///
     /// As [`GrowingSizing::new`] (the first layer's rate is `fpr / 5`: the word layout needs
-    /// `fpr` ≥ 3.2e-5), and [`Error::AllocationFailed`].
+    /// `fpr` ≥ 3.2e-5, and below it the error says so), and [`Error::AllocationFailed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::{Error, GrowingBloomFilter};
+    /// let e = GrowingBloomFilter::with_capacity(1000, 1e-7).unwrap_err();
+    /// assert!(matches!(e, Error::GrowingFprBelowLayoutLimit { fpr: 1e-7, layer: 0, .. }));
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "false-positive rate 1e-7 is too low for a growing filter of the Word layout with \
+    ///      tightening ratio 0.8: its first layer gets 1e-7 · (1 - 0.8) = 2e-8, below the \
+    ///      layout's limit of 6.4e-6, so the lowest rate it takes is 3.2e-5; the Line layout \
+    ///      reaches 1e-7"
+    /// );
+    /// # Ok::<(), seen::Error>(())
+    /// ```
     pub fn with_capacity(initial_capacity: u64, fpr: f64) -> Result<Self, Error> {
         Self::builder(initial_capacity).fpr(fpr).build()
     }
@@ -281,8 +298,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// Only for a new item that the filter cannot take; it is then **not** inserted:
     /// [`Error::Full`] (a [`non_scaling`](GrowingOptions::non_scaling) filter at capacity),
     /// [`Error::AllocationFailed`] (the next layer did not fit in memory; the next insert of a
-    /// new item tries again), [`Error::FprBelowLayoutLimit`] or [`Error::TooLarge`] (the end of
-    /// the schedule: [`GrowingSizing::layer`]).
+    /// new item tries again), [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] (the
+    /// end of the schedule: [`GrowingSizing::layer`]).
     ///
     /// # Examples
     ///
@@ -516,7 +533,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// let layers = f.layer_info();
     /// assert_eq!(layers.len(), 2);
     /// assert_eq!((layers[0].capacity, layers[1].capacity), (1000, 2000));
-    /// assert!(layers[0].inserted >= 1000 && layers[1].fpr < layers[0].fpr);
+    /// assert_eq!(layers[0].sample_step, 1); // layers under 2^17 items count exactly
+    /// assert!(layers[0].sampled_new_items >= 1000 && layers[1].fpr < layers[0].fpr);
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn layer_info(&self) -> Vec<LayerInfo> {
@@ -524,7 +542,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             .read(|layers| layers.0.iter().map(|layer| layer.info()).collect())
     }
 
-    /// What the filter is and holds: layers, capacity, bytes, new items counted, estimated
+    /// What the filter is and holds: layers, capacity, bytes, new items (a sampled count), estimated
     /// distinct items and false-positive rate (`1 - Π (1 - f_i)` over the layers' rates),
     /// expansion. RedisBloom's `BF.INFO` and `BF.CARD`. Reads every word: O(m).
     pub fn info(&self) -> BloomInfo {
@@ -537,13 +555,15 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             fpr: self.growth.fpr,
             bytes: sum(|l| l.bytes),
             layers: layers.len() as u32,
-            inserted: Some(sum(|l| l.inserted)),
+            sampled_new_items: Some(sum(|l| l.sampled_new_items)),
             estimated_len: sum(|l| l.estimated_len),
-            estimated_fpr: 1.0
-                - layers
-                    .iter()
-                    .map(|l| 1.0 - l.estimated_fpr)
-                    .product::<f64>(),
+            // 1 - Π (1 - f_i) as -expm1(Σ ln(1 - f_i)): the subtraction from 1 would round
+            // the rate of a lightly filled filter (1e-20, say) to 0.
+            estimated_fpr: -layers
+                .iter()
+                .map(|l| (-l.estimated_fpr).ln_1p())
+                .sum::<f64>()
+                .exp_m1(),
             expansion: self.growth.scaling.then_some(self.growth.expansion),
         }
     }

@@ -5,6 +5,7 @@
 use core::fmt;
 
 use crate::Layout;
+use crate::numbers::{Bytes, Rate};
 use crate::sizing::BlockedSizing;
 
 /// A filter's description and state, from its `info()`: what it was built for, what it
@@ -18,7 +19,7 @@ use crate::sizing::BlockedSizing;
 /// let f = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
 /// f.insert_all(&(0..50_000u64).collect::<Vec<_>>());
 /// let info = f.info();
-/// assert_eq!((info.capacity, info.layers, info.inserted), (100_000, 1, None));
+/// assert_eq!((info.capacity, info.layers, info.sampled_new_items), (100_000, 1, None));
 /// assert!((49_000..51_000).contains(&info.estimated_len));
 /// assert!(info.estimated_fpr < info.fpr);
 /// assert!(info.to_string().starts_with("AtomicBloomFilter: capacity 100000, "));
@@ -41,11 +42,17 @@ pub struct BloomInfo {
     pub bytes: u64,
     /// Layers (growing), live generations (windowed), or 1.
     pub layers: u32,
-    /// The items whose insert returned "new", where the filter counts them: the growing filter
-    /// (sampled, so within 3/256 at three standard deviations, above 2^17 items per layer).
-    /// `None` for the others, which keep no counter (a shared counter would cost every insert
-    /// a contended write): [`estimated_len`](Self::estimated_len) estimates it from the bits.
-    pub inserted: Option<u64>,
+    /// An estimate of the items whose insert returned "new", from a **sampled** counter, where
+    /// the filter keeps one: the growing filter, which grows when it reaches a layer's capacity.
+    /// Not a count: in a layer of 2^17 items of capacity or more, only new items whose hash
+    /// has `s` low zero bits are counted, each as `2^s` (`2^s <= capacity / 2^16`), so the
+    /// figure moves in steps of up to `2^s` (16 after 3 items, in a layer of 2 million) and is
+    /// within 3/256 of the truth at three standard deviations once a layer holds 65,536
+    /// samples. Exact in smaller layers and in a non-scaling filter
+    /// ([`LayerInfo::sample_step`] says which). `None` for the other filters, which keep no
+    /// counter (a shared counter would cost every insert a contended write):
+    /// [`estimated_len`](Self::estimated_len) estimates the distinct items from the bits.
+    pub sampled_new_items: Option<u64>,
     /// The estimated number of distinct items, from the fraction of bits set (see
     /// [`AtomicBloomFilter::estimated_len`](crate::AtomicBloomFilter::estimated_len));
     /// `u64::MAX` when a filter is saturated.
@@ -70,8 +77,14 @@ pub struct LayerInfo {
     pub bytes: u64,
     /// Its `k`.
     pub hashes: u32,
-    /// The new items counted into it (exact below 2^17 items of capacity, sampled above).
-    pub inserted: u64,
+    /// An estimate of the new items inserted into it, from a sampled counter that adds
+    /// [`sample_step`](Self::sample_step) for one new item in `sample_step` (exact when it is
+    /// 1): see [`BloomInfo::sampled_new_items`].
+    pub sampled_new_items: u64,
+    /// What one sampled new item adds to [`sampled_new_items`](Self::sampled_new_items): 1 (an
+    /// exact count) below 2^17 items of capacity and in a non-scaling filter, `2^s <= capacity
+    /// / 2^16` above.
+    pub sample_step: u64,
     /// Its estimated distinct items, from its bits.
     pub estimated_len: u64,
     /// Its false-positive rate now, from its bits.
@@ -80,7 +93,11 @@ pub struct LayerInfo {
 
 impl fmt::Display for BloomInfo {
     /// One line: `GrowingBloomFilter: capacity 7000, 3 layers (expansion 2), 11.9 KiB, word
-    /// layout, about 5123 items (5100 counted new), fpr 0.21% now (target 1%)`.
+    /// layout, about 5123 items (5100 new by a sampled count), fpr 0.21% now (target 1%)`.
+    ///
+    /// The rates are percentages in plain decimals (`0.0018%`); when one of them is below
+    /// 1e-6 (`0.0001%`), both are plain numbers instead (`fpr 3.4e-9 now (target 1e-7)`), so
+    /// that a line never mixes the two notations.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: capacity {}", self.structure, self.capacity)?;
         if self.layers != 1 || self.expansion.is_some() {
@@ -109,65 +126,18 @@ impl fmt::Display for BloomInfo {
         } else {
             write!(f, "about {} items", self.estimated_len)?;
         }
-        if let Some(n) = self.inserted {
-            write!(f, " ({n} counted new)")?;
+        if let Some(n) = self.sampled_new_items {
+            write!(f, " ({n} new by a sampled count)")?;
         }
+        let percent = [self.estimated_fpr, self.fpr]
+            .iter()
+            .all(|&p| p == 0.0 || p >= Rate::PERCENT_FROM);
         write!(
             f,
             ", fpr {} now (target {})",
-            Percent(self.estimated_fpr),
-            Percent(self.fpr)
+            Rate::new(self.estimated_fpr, percent),
+            Rate::new(self.fpr, percent)
         )
-    }
-}
-
-/// A size in B, KiB, MiB, GiB or TiB, 3 significant digits.
-struct Bytes(u64);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-        let mut value = self.0 as f64;
-        let mut unit = 0;
-        // Rounded as printed (1,048,575 B is 1.00 MiB, not 1024 KiB).
-        while value >= 1023.995 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        match unit {
-            0 => write!(f, "{} B", self.0),
-            _ if value >= 100.0 => write!(f, "{value:.0} {}", UNITS[unit]),
-            _ if value >= 10.0 => write!(f, "{value:.1} {}", UNITS[unit]),
-            _ => write!(f, "{value:.2} {}", UNITS[unit]),
-        }
-    }
-}
-
-/// A rate as a percentage with 2 significant digits (`1%`, `0.21%`, `3.4e-5%`).
-struct Percent(f64);
-
-impl fmt::Display for Percent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = self.0 * 100.0;
-        if p == 0.0 {
-            f.write_str("0%")
-        } else if p >= 0.009_95 {
-            // Two significant digits, without trailing zeros.
-            let digits = if p >= 10.0 {
-                0
-            } else {
-                (1 - p.log10().floor() as i32).max(0) as usize
-            };
-            let text = format!("{p:.digits$}");
-            let text = if text.contains('.') {
-                text.trim_end_matches('0').trim_end_matches('.')
-            } else {
-                &text
-            };
-            write!(f, "{text}%")
-        } else {
-            write!(f, "{p:.1e}%")
-        }
     }
 }
 
@@ -220,7 +190,7 @@ pub(crate) fn single<I: Iterator<Item = u64>>(
         fpr: sizing.fpr,
         bytes,
         layers: 1,
-        inserted: None,
+        sampled_new_items: None,
         estimated_len: estimated_len(words(), sizing),
         estimated_fpr: estimated_fpr(words(), sizing),
         expansion: None,
@@ -231,30 +201,60 @@ pub(crate) fn single<I: Iterator<Item = u64>>(
 mod tests {
     use super::*;
 
+    /// `--stats` printed `fpr 1.8e-3% now`: a percentage in scientific notation. A line now
+    /// has one notation: percentages in plain decimals, or plain numbers when a rate is below
+    /// 1e-6.
     #[test]
-    fn sizes_and_rates_read_well() {
-        let cases = [
-            (0, "0 B"),
-            (1023, "1023 B"),
-            (1024, "1.00 KiB"),
-            (12_345, "12.1 KiB"),
-            (200 << 20, "200 MiB"),
-            (3 << 40, "3.00 TiB"),
-        ];
-        for (bytes, text) in cases {
-            assert_eq!(Bytes(bytes).to_string(), text);
+    fn a_line_writes_its_rates_in_one_notation() {
+        let info = |estimated_fpr, fpr| BloomInfo {
+            structure: "AtomicBloomFilter",
+            layout: Layout::Line,
+            capacity: 10_000_000,
+            fpr,
+            bytes: 23 << 20,
+            layers: 1,
+            sampled_new_items: None,
+            estimated_len: 4_000_000,
+            estimated_fpr,
+            expansion: None,
+        };
+        let line = info(1.8e-5, 1e-4).to_string();
+        assert!(line.ends_with(", fpr 0.0018% now (target 0.01%)"), "{line}");
+        let line = info(3.4e-9, 1e-4).to_string();
+        assert!(line.ends_with(", fpr 3.4e-9 now (target 0.0001)"), "{line}");
+        let line = info(0.0, 1e-7).to_string();
+        assert!(line.ends_with(", fpr 0 now (target 1e-7)"), "{line}");
+        let line = info(0.0, 0.01).to_string();
+        assert!(line.ends_with(", fpr 0% now (target 1%)"), "{line}");
+        for line in
+            [info(1.8e-5, 1e-4), info(3.4e-9, 1e-4), info(1e-300, 0.5)].map(|i| i.to_string())
+        {
+            assert!(!line.contains("e-") || !line.contains('%'), "{line}");
         }
-        let cases = [
-            (0.0, "0%"),
-            (0.01, "1%"),
-            (0.0021, "0.21%"),
-            (0.1234, "12%"),
-            (1.0, "100%"),
-            (0.000_34, "0.034%"),
-            (3.4e-7, "3.4e-5%"),
-        ];
-        for (rate, text) in cases {
-            assert_eq!(Percent(rate).to_string(), text, "{rate}");
-        }
+    }
+
+    /// `inserted` read `Some(16)` after 3 items beside `estimated_len` 3: the line says that
+    /// the figure comes from a sample.
+    #[test]
+    fn the_sampled_count_is_called_a_sample() {
+        let mut info = BloomInfo {
+            structure: "GrowingBloomFilter",
+            layout: Layout::Word,
+            capacity: 2_000_000,
+            fpr: 0.01,
+            bytes: 3 << 20,
+            layers: 1,
+            sampled_new_items: Some(16),
+            estimated_len: 3,
+            estimated_fpr: 0.0,
+            expansion: Some(2),
+        };
+        let line = info.to_string();
+        assert!(
+            line.contains("about 3 items (16 new by a sampled count)"),
+            "{line}"
+        );
+        info.sampled_new_items = None;
+        assert!(!info.to_string().contains("sampled"));
     }
 }

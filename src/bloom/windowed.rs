@@ -1088,7 +1088,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             fpr: self.sizing.fpr,
             bytes: self.memory_bytes(),
             layers: self.sizing.generations,
-            inserted: None,
+            sampled_new_items: None,
             estimated_len,
             estimated_fpr: sum / blocks as f64,
             expansion: None,

@@ -132,7 +132,8 @@ impl OverwriteMap {
     ///
     /// `later_insertions` counts every insert of another item, redeliveries included: with each
     /// message delivered `c` times within the window, pass `c` times the number of messages (see
-    /// "What counts as a later insertion" on the type).
+    /// "What counts as a later insertion" on the type). The duplicates to expect against the
+    /// memory, for one and two deliveries: [the table](crate::docs::sizing#duplicates-against-memory).
     ///
     /// # Errors
     ///

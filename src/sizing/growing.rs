@@ -73,8 +73,11 @@ impl GrowingSizing {
     ///
     /// [`Error::ZeroCapacity`], [`Error::InvalidFpr`], [`Error::InvalidParameter`] for an
     /// expansion of 0 or above 65,536 or a tightening ratio outside (0, 1); what
-    /// [`blocked`] returns for the first layer (its rate is `fpr · (1 - tightening)`, so the
-    /// word layout needs `fpr` of at least 3.2e-5 with the default ratio).
+    /// [`layer`](Self::layer) returns for the first layer: its rate is `fpr · (1 -
+    /// tightening)`, so the word layout needs `fpr` of at least 3.2e-5 with the default ratio,
+    /// below which the error is [`Error::GrowingFprBelowLayoutLimit`] (quoting `fpr` and the
+    /// ratio; a non-scaling schedule's one layer gets `fpr` itself, and the error is
+    /// [`Error::FprBelowLayoutLimit`]).
     pub fn new(
         initial_capacity: u64,
         fpr: f64,
@@ -201,22 +204,33 @@ impl GrowingSizing {
     ///
     /// # Errors
     ///
-    /// As [`layer_capacity`](Self::layer_capacity) and [`blocked`]: in particular
-    /// [`Error::FprBelowLayoutLimit`] once the layer's rate falls below the layout's limit
-    /// (the word layout, at 1 % and the default ratio, after 26 layers).
+    /// As [`layer_capacity`](Self::layer_capacity) and [`blocked`], except that a rate below
+    /// the layout's limit is [`Error::GrowingFprBelowLayoutLimit`], which names the schedule's
+    /// target, ratio and layer rather than the layer's derived rate (the word layout, at 1 %
+    /// and the default ratio, stops after 26 layers); a non-scaling schedule's one layer
+    /// keeps [`Error::FprBelowLayoutLimit`].
     pub fn layer(&self, i: u32) -> Result<BlockedSizing, Error> {
         let room = Self::room(self.layer_capacity(i)?)?;
         let fpr = self.layer_fpr(i);
+        // The error quotes the caller's target and ratio, not the layer's rate derived from
+        // them (which the message derives, step by step).
+        let below = |use_layout| Error::GrowingFprBelowLayoutLimit {
+            layout: self.layout,
+            fpr: self.fpr,
+            tightening: self.tightening,
+            layer: i,
+            min_fpr: min_fpr(self.layout),
+            use_layout,
+        };
         if fpr == 0.0 {
             // `P · t^i` underflowed: past every layout's limit, not an invalid target.
-            return Err(Error::FprBelowLayoutLimit {
-                layout: self.layout,
-                fpr,
-                min_fpr: min_fpr(self.layout),
-                use_layout: None,
-            });
+            return Err(below(None));
         }
-        blocked(room, fpr, self.layout)
+        blocked(room, fpr, self.layout).map_err(|e| match e {
+            // A non-scaling filter's one layer gets the caller's own rate: the plain error.
+            Error::FprBelowLayoutLimit { use_layout, .. } if self.scaling => below(use_layout),
+            other => other,
+        })
     }
 
     /// The items a layer of `capacity` is sized for: `c + c / 32 + 1`.
@@ -319,13 +333,17 @@ mod tests {
         // The word layout stops where the rate passes its limit: 0.002 · 0.8^i < 6.4e-6.
         let g = default(1, 0.01, Layout::Word);
         assert!(g.layer(25).is_ok());
-        assert!(matches!(
+        assert_eq!(
             g.layer(26),
-            Err(Error::FprBelowLayoutLimit {
+            Err(Error::GrowingFprBelowLayoutLimit {
+                layout: Layout::Word,
+                fpr: 0.01,
+                tightening: 0.8,
+                layer: 26,
+                min_fpr: 6.4e-6,
                 use_layout: Some(Layout::Line),
-                ..
             })
-        ));
+        );
         // Capacities overflow u64 before the line layout's limit.
         let g = default(1 << 40, 0.01, Layout::Line);
         assert_eq!(g.layer_capacity(23).unwrap(), 1 << 63);
@@ -348,7 +366,16 @@ mod tests {
         }
         assert!(matches!(
             GrowingSizing::new(10, 1e-5, Layout::Word, 2, 0.8),
-            Err(Error::FprBelowLayoutLimit { .. })
+            Err(Error::GrowingFprBelowLayoutLimit {
+                fpr: 1e-5,
+                layer: 0,
+                ..
+            })
+        ));
+        // A non-scaling filter's one layer gets the target itself.
+        assert!(matches!(
+            GrowingSizing::non_scaling(10, 1e-6, Layout::Word),
+            Err(Error::FprBelowLayoutLimit { fpr: 1e-6, .. })
         ));
         assert_eq!(
             GrowingSizing::new(0, 0.01, Layout::Word, 2, 0.8),

@@ -460,3 +460,87 @@ fn fpr_at_is_defined_for_degenerate_sizings() {
     assert_eq!(no_hashes.fpr_at(0), 1.0);
     assert_eq!(no_hashes.fpr_at(5), 1.0);
 }
+
+/// `docs/sizing.md`, "Duplicates against memory": every figure of the table is the sizing's,
+/// recomputed here (buckets from `overwrite_buckets`, the rates from
+/// `overwrite_remember_probability`), and the table has exactly these rows.
+#[test]
+fn the_duplicates_table_of_the_sizing_notes_is_the_sizing() {
+    const WINDOW: u64 = 3_600_000;
+    const BUCKET_BYTES: u64 = 8;
+    let doc = include_str!("../../docs/sizing.md");
+    let section = &doc[doc.find("### Duplicates against memory").unwrap()..];
+    let table: Vec<&str> = section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .collect();
+    let processed_again = |buckets: u64, later: u64| {
+        percent(1.0 - overwrite_remember_probability(buckets, later).unwrap())
+    };
+    let rows: Vec<String> = [0.5, 0.9, 0.99, 0.999]
+        .into_iter()
+        .map(|r| {
+            let once = overwrite_buckets(WINDOW, r).unwrap();
+            let twice = overwrite_buckets(2 * WINDOW, r).unwrap();
+            format!(
+                "| {r} | {} | {} | {} | {} | {} | {} | {} |",
+                grouped(once),
+                human_bytes(once * BUCKET_BYTES),
+                processed_again(once, WINDOW),
+                grouped(twice),
+                human_bytes(twice * BUCKET_BYTES),
+                processed_again(twice, 2 * WINDOW),
+                processed_again(once, 2 * WINDOW),
+            )
+        })
+        .collect();
+    assert_eq!(
+        table,
+        rows,
+        "docs/sizing.md's table should read\n{}",
+        rows.join("\n")
+    );
+}
+
+/// `1,234,567`, as the sizing notes write counts.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in MiB or GiB with 3 significant digits, as `seen size` writes them: `261 MiB`.
+fn human_bytes(bytes: u64) -> String {
+    let (value, unit) = if bytes >= 1023 << 20 {
+        (bytes as f64 / (1u64 << 30) as f64, "GiB")
+    } else {
+        (bytes as f64 / (1u64 << 20) as f64, "MiB")
+    };
+    match value {
+        v if v >= 99.95 => format!("{v:.0} {unit}"),
+        v if v >= 9.995 => format!("{v:.1} {unit}"),
+        v => format!("{v:.2} {unit}"),
+    }
+}
+
+/// A probability as a percentage with 3 significant digits: `19.0%`, `1.99%`, `0.100%`.
+fn percent(p: f64) -> String {
+    let v = p * 100.0;
+    // The exponent after rounding to 3 significant digits (9.9999 is 1.00e1).
+    let exponent: i32 = format!("{v:.2e}")
+        .split_once('e')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    let digits = (2 - exponent).max(0) as usize;
+    format!("{v:.digits$}%")
+}

@@ -177,8 +177,8 @@ impl Filter {
 
     pub(super) fn new(args: &Dedup) -> Result<Self, Failure> {
         Self::build(args).map_err(|e| match e {
-            // The rate asked of the layout is --fpr scaled (a growing filter's first layer
-            // gets a fifth of it): say which --fpr works, not which layout.
+            // A window's rate asked of the layout is --fpr scaled: say which --fpr works, not
+            // which layout. (A growing filter's error names --fpr's lowest value itself.)
             Error::FprBelowLayoutLimit { fpr, min_fpr, .. } if fpr > 0.0 => {
                 let lowest = min_fpr * args.fpr / fpr;
                 let hint = match (args.window, args.period) {

@@ -95,7 +95,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// let loaded = GrowingBloomFilter::read_from(&file[..])?;
     /// assert_eq!((loaded.layers(), loaded.sizing()), (f.layers(), f.sizing()));
     /// assert!((0..1000u64).all(|i| loaded.contains(&i)));
-    /// assert_eq!(loaded.info().inserted, f.info().inserted);
+    /// assert_eq!(loaded.info().sampled_new_items, f.info().sampled_new_items);
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {

@@ -459,7 +459,7 @@ mod tests {
             let header = window_header(&sizing, StableHasher::new().identity());
             let stride = words_per_block(&header).unwrap();
             let state = RotationState { epoch: 0, counted: 0, next_due: u64::MAX };
-            let record = Record::parse(&encode_record(&sizing, Rotation::Manual, state), stride)
+            let record = Record::parse(&encode_record(&sizing, Rotation::Manual, TimeBase::Unknown, state), stride)
                 .unwrap();
             prop_assert_eq!(generation_sizing(&header, &record), Ok(sizing.generation));
         }

@@ -258,9 +258,9 @@ fn invalid_targets_are_typed_errors() {
     );
     assert_eq!(
         err.to_string(),
-        "false-positive rate 1e-16 is below the Word layout's limit of 6.4e-6 (below it the \
-         layout needs more than 4 times the memory of a classic Bloom filter); no layout of this \
-         crate reaches it"
+        "false-positive rate 1e-16 is below 6.4e-6, the lowest the Word layout reaches in this \
+         structure (below it the layout needs more than 4 times the memory of a classic Bloom \
+         filter); no layout of this crate reaches it"
     );
     assert!(matches!(
         blocked(10, 1e-30, Layout::Line),

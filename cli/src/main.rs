@@ -41,8 +41,9 @@ enum Command {
     ///
     /// By default a Bloom filter sized for --capacity distinct keys at --fpr decides: a new
     /// record is dropped as a duplicate with probability at most --fpr (a false positive), a
-    /// duplicate is never printed twice. --exact keeps every key (unbounded memory, no false
-    /// positives); --grow adds layers past the capacity so the rate stays under --fpr.
+    /// duplicate is never printed twice. --exact keeps a 96-bit fingerprint of every key
+    /// (memory grows with the keys; wrong only if two fingerprints collide); --grow adds
+    /// layers past the capacity so the rate stays under --fpr.
     #[command(after_long_help = DEDUP_EXAMPLES)]
     Dedup(Box<dedup::Dedup>),
     /// Print generated lines, about a fifth of them repeats of earlier ones: input to try

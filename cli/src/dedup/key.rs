@@ -5,8 +5,6 @@ pub(super) struct Keyer {
     pub(super) key: Key,
     pub(super) time: Option<Key>,
     pub(super) delimiter: u8,
-    /// Whether the sequencer needs each key's bytes (the exact set), not only its hash.
-    pub(super) keep_keys: bool,
 }
 
 /// A part of a record.

@@ -24,14 +24,22 @@
 //! wrapping around.
 //!
 //! It grows by a quarter when it is 85 % full (so it is 68 % to 85 % full: 14 to 18 bytes a
-//! key), in place. A walk over the table finds where the last fingerprint will land, so that
-//! the one allocation comes before anything moves; the vector is extended (glibc's `realloc`
-//! moves a large block's pages with `mremap`, without copying them or holding both); every
-//! fingerprint is packed to the end; then each is moved back down to its new home or just
-//! after the one before. A fingerprint's new place is never before its old one nor after its
-//! packed one, so each pass reads a slot before it overwrites it, and every pass goes through
-//! memory in order. The peak memory is the new table, not the old and the new together
-//! (hashbrown's doubling, which huniq uses, holds both: 1.5 times the new table).
+//! key), in place. The vector is extended first (glibc's `realloc` moves a large block's pages
+//! with `mremap`, without copying them or holding both); every fingerprint is packed to the
+//! end; then each is moved back down to its new home or just after the one before. A
+//! fingerprint's new place is never before its old one nor after its packed one, so each pass
+//! reads a slot before it overwrites it, and both go through memory in order. The peak memory
+//! is the new table, not the old and the new together (hashbrown's doubling, which huniq uses,
+//! holds both: 1.5 times the new table).
+//!
+//! The new length is known before anything moves, so an allocation that fails leaves the
+//! table as it was. The slots hold `homes` before and `homes' = r·homes` after. The layout is
+//! the one that placing the fingerprints in order, each at its home or just after the one
+//! before, gives, so the last one lands at the largest `home(j) + (n-1-j)` over the `n`
+//! fingerprints (`j` from 0). With `t` a fingerprint's high 64 bits over 2^64, its old home is
+//! `⌊t·homes⌋`, so its new one, `⌊t·homes'⌋`, is below `r·(old home + 1)`: the last one lands
+//! below `r` times (the largest old `home(j) + (n-1-j)`, plus one), which is `r` times the old
+//! length at most. So `⌈r · old length⌉` slots are enough (and `homes'` plus the tail at least).
 //!
 //! A table larger than the caches costs a cache miss per new key, at its home slot:
 //! [`ExactSet::insert_many`] reads the home slots of 16 keys before it inserts them, so that
@@ -276,16 +284,12 @@ impl ExactSet {
         } else {
             scale(self.homes, GROW_NUM, GROW_DEN)
         };
-        // Where the last fingerprint lands: each goes to its home or just after the one
-        // before (the same walk as the second pass below, without moving anything).
-        let mut next = 0;
-        for &slot in &self.slots {
-            if slot != EMPTY {
-                next = home(of_slot(slot), homes).max(next) + 1;
-            }
-        }
+        // Room for every fingerprint at its new place (the walk below), with `r = homes /
+        // self.homes`: a fingerprint's new home is below `r` times its old home plus one,
+        // and the last one lands below `r` times the old table's length (module docs).
         let old = self.slots.len();
-        let total = (homes + tail(homes)).max(next).max(old);
+        let total = (homes + tail(homes))
+            .max((old as u128 * homes as u128).div_ceil(self.homes.max(1) as u128) as usize);
         let more = total - old;
         self.slots
             .try_reserve_exact(more)
@@ -304,12 +308,12 @@ impl ExactSet {
             }
         }
         // Move each back to its home, or just after the one before: never after its packed
-        // place (the walk above ends by the table's end), so the slot written was read.
+        // place (the length above leaves room), so the slot written was read.
         let mut next = 0;
         for from in to..total {
             let slot = self.slots[from];
             let at = home(of_slot(slot), homes).max(next);
-            debug_assert!(at <= from);
+            assert!(at <= from, "slot {from} would move on to {at}");
             self.slots[from] = EMPTY;
             self.slots[at] = slot;
             next = at + 1;

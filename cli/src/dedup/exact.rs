@@ -38,8 +38,10 @@
 //! before, gives, so the last one lands at the largest `home(j) + (n-1-j)` over the `n`
 //! fingerprints (`j` from 0). With `t` a fingerprint's high 64 bits over 2^64, its old home is
 //! `⌊t·homes⌋`, so its new one, `⌊t·homes'⌋`, is below `r·(old home + 1)`: the last one lands
-//! below `r` times (the largest old `home(j) + (n-1-j)`, plus one), which is `r` times the old
-//! length at most. So `⌈r · old length⌉` slots are enough (and `homes'` plus the tail at least).
+//! below `r` times (the largest old `home(j) + (n-1-j)`, plus one): `r` times the slots up to
+//! the last one. So `⌈r · (the last one's old place + 1)⌉` slots are enough (and `homes'` plus
+//! the tail at least). Not `r` times the old length: the slots past the last home would then
+//! grow by `r` at every growth, not with the homes.
 //!
 //! A table larger than the caches costs a cache miss per new key, at its home slot:
 //! [`ExactSet::insert_many`] reads the home slots of 16 keys before it inserts them, so that
@@ -286,10 +288,17 @@ impl ExactSet {
         };
         // Room for every fingerprint at its new place (the walk below), with `r = homes /
         // self.homes`: a fingerprint's new home is below `r` times its old home plus one,
-        // and the last one lands below `r` times the old table's length (module docs).
+        // and the last one lands below `r` times the old place of the last one, plus one
+        // (module docs).
         let old = self.slots.len();
+        let used = self
+            .slots
+            .iter()
+            .rposition(|s| *s != EMPTY)
+            .map_or(0, |i| i + 1);
         let total = (homes + tail(homes))
-            .max((old as u128 * homes as u128).div_ceil(self.homes.max(1) as u128) as usize);
+            .max((used as u128 * homes as u128).div_ceil(self.homes.max(1) as u128) as usize)
+            .max(old);
         let more = total - old;
         self.slots
             .try_reserve_exact(more)
@@ -425,8 +434,10 @@ mod tests {
             assert_eq!(set.insert(hash), Ok(true));
             if set.homes != homes {
                 grown += 1;
-                // Right after a growth: every key held so far is still found.
+                // Right after a growth: every key held so far is still found, and the table
+                // runs no further past its last home than a new one would.
                 check(&set);
+                assert_eq!(set.slots.len(), set.homes + tail(set.homes));
                 assert!(hashes.iter().all(|h| set.contains(*h)));
             }
             hashes.push(hash);

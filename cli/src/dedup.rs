@@ -10,7 +10,8 @@
 //! ready for it. The main thread writes the decided chunks in input order.
 //!
 //! A key's records all go to one shard, which sees them in input order, so a key is new at its
-//! first record whatever the threads do: the exact set prints exactly the one-thread output.
+//! first record whatever the threads do: the exact set prints exactly the one-thread output
+//! (unless two keys' 96-bit fingerprints collide: `dedup/exact.rs`).
 //! The shards share the filter, though, and run at their own pace: a false positive of a Bloom
 //! or growing filter depends on the bits the other shards' keys had set by then, and a growing
 //! filter that cannot grow fails at a record that depends on them. So with 2 or more threads

@@ -72,7 +72,7 @@ pub(crate) struct Dedup {
     /// Keep a 96-bit fingerprint of every key (14 to 18 bytes a key: memory grows with the
     /// distinct keys). Exact but for fingerprint collisions: with N distinct keys, the
     /// probability that any new record of the run is dropped is at most N²/2^97 (2.5e-15 for
-    /// 20 million keys, 6.3e-12 for a billion).
+    /// 20 million keys, 6.3e-12 for a billion), for keys not crafted to collide under xxh3.
     #[arg(long, help_heading = "Structure (one of)")]
     exact: bool,
     /// Grow the filter past --capacity (RedisBloom's scaling filter) instead of letting its

@@ -172,7 +172,8 @@ impl ExactSet {
     ///
     /// # Errors
     ///
-    /// When the table must grow and the allocation fails; the set is unchanged.
+    /// When the table must grow (or run past its end) and the allocation fails; the set then
+    /// holds the keys it held.
     pub(super) fn insert(&mut self, hash: Hash128) -> Result<bool, GrowError> {
         let fp = fingerprint(hash);
         let mut at = match self.probe(fp) {

@@ -13,8 +13,8 @@
 #          in about 20 s, once)
 #   RUNS   timed runs of each command (default 3); the table gives the median, min and max
 #   TOOLS  the commands to run, by tool (sort awk huniq runiq seen) or by row
-#          (sort awk huniq runiq runiq-compact seen-exact seen-bloom-t1 seen-bloom-t2);
-#          default all
+#          (sort awk huniq runiq runiq-compact seen-exact seen-default seen-bloom-t1
+#          seen-bloom-t2); default all
 #
 # What it does:
 #   1. Generates LINES lines into target/bench-cli/lines-LINES.txt (reused while its size and
@@ -72,7 +72,7 @@ WORK=$TARGET/bench-cli
 TOOLS_ROOT=$WORK/tools
 mkdir -p "$WORK"
 
-ALL_ROWS=(sort awk huniq runiq runiq-compact seen-exact seen-bloom-t1 seen-bloom-t2)
+ALL_ROWS=(sort awk huniq runiq runiq-compact seen-exact seen-default seen-bloom-t1 seen-bloom-t2)
 for t in $TOOLS; do
     case " sort awk huniq runiq seen ${ALL_ROWS[*]} " in
         *" $t "*) ;;
@@ -227,6 +227,9 @@ row huniq huniq 'huniq' "$HUNIQ"
 row runiq runiq 'runiq' "$RUNIQ"
 row runiq-compact runiq 'runiq -f compact' "$RUNIQ" -f compact
 row seen-exact seen 'seen dedup --exact' "$SEEN" dedup --exact
+# No sizing flag: what a user who replaces `sort -u` with `seen dedup` gets. Its "missing vs
+# exact" cell is the new lines the default structure dropped on this input.
+row seen-default seen 'seen dedup' "$SEEN" dedup
 BLOOM="--capacity $CAPACITY --fpr $FPR"
 if [[ $HAVE_THREADS == yes ]]; then
     row seen-bloom-t1 seen "seen dedup $BLOOM --threads 1" "$SEEN" dedup --capacity "$CAPACITY" --fpr "$FPR" --threads 1
@@ -314,7 +317,7 @@ version_of() { # tool
     echo "- Machine: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -n 1)), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) memory, Linux $(uname -r); load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- Input: $LINES lines, $BYTES bytes, $DISTINCT distinct ($(awk -v l="$LINES" -v d="$DISTINCT" 'BEGIN { printf "%.1f", 100 * (l - d) / l }')% duplicates), SHA-256 \`${DATA_SHA:0:16}…\`; each line repeats a uniformly random earlier line with probability 0.2 (\`target/bench-cli/lines-$LINES.txt\`)"
     echo "- Each command reads the file on standard input and writes to /dev/null, with \`LC_ALL=C\`; $RUNS timed run(s) each, round-robin, after one checked run. Wall: bash's \`EPOCHREALTIME\` around \`/usr/bin/time\`, median (min–max). Peak RSS: GNU time's \`%M\`, the largest of the runs. MB = 10^6 bytes."
-    echo "- Bloom filters: \`seen\` sized for $CAPACITY keys (the distinct count rounded up) at $FPR; \`runiq -f compact\` is a growable Bloom filter (1e6 first layer, 1e-8). \`huniq\` and \`runiq\` keep a 64-bit hash per key, \`seen --exact\` and \`awk\` the key itself."
+    echo "- Bloom filters: \`seen\` sized for $CAPACITY keys (the distinct count rounded up) at $FPR; \`runiq -f compact\` is a growable Bloom filter (1e6 first layer, 1e-8). \`huniq\` and \`runiq\` keep a 64-bit hash per key, \`seen --exact\` a 96-bit fingerprint per key, \`awk\` the key itself; \`seen dedup\` without sizing flags is the default structure, sized by none of the input's figures."
     echo "- Versions: $(for t in sort awk huniq runiq seen; do
         for i in "${!ROW_ID[@]}"; do
             if [[ ${ROW_TOOL[$i]} == "$t" ]]; then

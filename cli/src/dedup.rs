@@ -10,7 +10,8 @@
 //! ready for it. The main thread writes the decided chunks in input order.
 //!
 //! A key's records all go to one shard, which sees them in input order, so a key is new at its
-//! first record whatever the threads do: the exact set prints exactly the one-thread output.
+//! first record whatever the threads do: the exact set prints exactly the one-thread output
+//! (unless two keys' 96-bit fingerprints collide: `dedup/exact.rs`).
 //! The shards share the filter, though, and run at their own pace: a false positive of a Bloom
 //! or growing filter depends on the bits the other shards' keys had set by then, and a growing
 //! filter that cannot grow fails at a record that depends on them. So with 2 or more threads
@@ -36,7 +37,7 @@
 //! writes a chunk (and, with one thread, while it decides it); with one thread, a signal's
 //! handler takes that mutex between two chunks to end the run.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::hash::BuildHasherDefault;
 use std::io::{self, IsTerminal, Read};
@@ -50,6 +51,7 @@ use seen::hash::Hash128;
 
 use crate::Failure;
 
+mod exact;
 mod filter;
 mod key;
 mod lock;
@@ -57,6 +59,7 @@ mod output;
 mod pending;
 
 use crate::units::{parse_duration, parse_size};
+use exact::ExactSet;
 use filter::{Filter, generations, now};
 use key::{Key, Keyer, Missing};
 use output::{Cut, Output};
@@ -88,7 +91,10 @@ pub(crate) struct Dedup {
     /// shared key: that would drop all but the first as duplicates.
     #[arg(long, value_enum, default_value_t = Missing::Error, value_name = "WHAT")]
     missing_key: Missing,
-    /// Keep every key in a hash set: exact, memory grows with the distinct keys.
+    /// Keep a 96-bit fingerprint of every key (14 to 18 bytes a key: memory grows with the
+    /// distinct keys). Exact but for fingerprint collisions: with N distinct keys, the
+    /// probability that any new record of the run is dropped is at most N²/2^97 (2.5e-15 for
+    /// 20 million keys, 6.3e-12 for a billion), for keys not crafted to collide under xxh3.
     #[arg(long, help_heading = "Structure (one of)")]
     exact: bool,
     /// Grow the filter past --capacity (RedisBloom's scaling filter), so that its
@@ -318,8 +324,8 @@ struct Shard {
     ready: BTreeMap<u64, Arc<Work>>,
     /// The keys found new whose records are not written yet.
     pending: Pending,
-    /// The exact set's keys of this shard (their 128-bit hashes).
-    exact: HashSet<Hash128, BuildHasherDefault<Spread>>,
+    /// The exact set's keys of this shard (their fingerprints).
+    exact: ExactSet,
     /// With --remember: the last pending key of each bucket that has one, and its tag (its
     /// record's place).
     buckets: HashMap<u64, (Hash128, u64), BuildHasherDefault<Spread>>,
@@ -347,7 +353,8 @@ impl Shard {
         shards: usize,
         written: Cut,
     ) -> Decided {
-        if !self.deferred {
+        // The exact set takes no --state: it is never deferred.
+        if !self.deferred || matches!(filter, Filter::Exact) {
             return self.decide_at_once(filter, work, s, shards);
         }
         let mut decided = Decided::default();
@@ -367,7 +374,8 @@ impl Shard {
         // `G - 1` generations (or periods) of the record's. Other structures keep every key.
         let mut window: Option<u64> = None;
         match filter {
-            Filter::Exact => hits.extend(hashes.map(|h| self.exact.contains(&h))),
+            // Decided at once (above).
+            Filter::Exact => {}
             Filter::Bloom(f) => {
                 f.contains_many_hashes(hashes, &mut hits);
             }
@@ -490,7 +498,19 @@ impl Shard {
         let mut decided = Decided::default();
         let new = &mut decided.new;
         match filter {
-            Filter::Exact => new.extend(mine.map(|i| self.exact.insert(work.hashes[i]))),
+            Filter::Exact => {
+                let mut mine = mine;
+                // A growth the system refuses is the set's error, which names --exact.
+                let exact = &mut self.exact;
+                if let Err(e) = crate::oom::fallible(|| {
+                    exact.insert_many(mine.clone().map(|i| work.hashes[i]), new)
+                }) {
+                    let i = mine
+                        .nth(new.len())
+                        .expect("the record that failed is this shard's");
+                    decided.failed = Some((i, e.to_string()));
+                }
+            }
             Filter::Bloom(f) => {
                 f.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
             }
@@ -556,12 +576,12 @@ impl Shard {
     /// order. A windowed filter on the records' times rotates to each key's period first; a
     /// key whose generation (or period) left the window meanwhile is not inserted.
     fn commit(&mut self, filter: &Filter, cut: Cut) -> Result<(), String> {
-        let exact = &mut self.exact;
         let period_index = &mut self.period_index;
         let scratch = &mut self.hits;
         self.pending.commit(cut, |run| {
             match filter {
-                Filter::Exact => exact.extend(run.iter().map(|e| e.hash)),
+                // Never pending: decided at once.
+                Filter::Exact => {}
                 Filter::Bloom(f) => {
                     scratch.clear();
                     f.insert_many_hashes(run.iter().map(|e| e.hash), scratch);
@@ -1036,12 +1056,13 @@ impl Sequencer {
                 shard.pending.clear();
             }
             if let Some(path) = &self.args.state {
-                SAVE.store(SAVING, Ordering::SeqCst);
+                set_save(SAVING);
                 self.filter.save(path).map_err(|e| {
+                    set_save(FAILED);
                     Failure(format!("cannot save the state {}: {e}", path.display()))
                 })?;
             }
-            SAVE.store(SAVED, Ordering::SeqCst);
+            set_save(SAVED);
         }
         if self.args.stats {
             self.summary();
@@ -1099,7 +1120,7 @@ impl Sequencer {
         }
         say!(
             "seen: {}",
-            self.filter.describe(exact_keys(&self.shards), &self.args)
+            self.filter.describe(exact_set(&self.shards), &self.args)
         );
     }
 }
@@ -1315,23 +1336,32 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The keys in the exact set's shards.
-fn exact_keys(shards: &[Mutex<Shard>]) -> usize {
-    shards
-        .iter()
-        .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).exact.len())
-        .sum()
+/// The keys in the exact set's shards, and the bytes they take.
+fn exact_set(shards: &[Mutex<Shard>]) -> (usize, usize) {
+    shards.iter().fold((0, 0), |(keys, bytes), s| {
+        let s = s.lock().unwrap_or_else(PoisonError::into_inner);
+        (keys + s.exact.len(), bytes + s.exact.memory_bytes())
+    })
 }
 
 /// Whether SIGINT or SIGTERM arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// How far the state's save got, for a second signal: [`UNSAVED`], [`SAVING`] or [`SAVED`]
-/// (also when there is nothing to save).
-static SAVE: AtomicU8 = AtomicU8::new(UNSAVED);
+/// How far the state's save got, for a second signal: [`UNSAVED`], [`SAVING`], [`SAVED`]
+/// (also when there is nothing to save) or [`FAILED`]. A mutex, not an atomic: a signal's
+/// decision and the start of the save exclude each other, so the line it prints is true.
+static SAVE: Mutex<u8> = Mutex::new(UNSAVED);
 const UNSAVED: u8 = 0;
 const SAVING: u8 = 1;
 const SAVED: u8 = 2;
+const FAILED: u8 = 3;
+
+fn set_save(to: u8) {
+    *SAVE.lock().unwrap_or_else(PoisonError::into_inner) = to;
+}
+
+/// The signals after the first that were not the first delivered twice.
+static AGAIN: AtomicU8 = AtomicU8::new(0);
 
 /// A signal this soon after the first is the same one delivered twice (GNU `timeout` sends
 /// the signal it forwards to the command and to its process group), not a second one.
@@ -1339,10 +1369,16 @@ const SAME_SIGNAL: Duration = Duration::from_millis(250);
 
 /// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
 /// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
-/// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) exits at
-/// once: with status 130 if the state is saved (or there is none), else with status 2 and a
-/// line saying that the state file keeps its previous save (a save is renamed into place
-/// whole; the temporary file it leaves is removed by the next save).
+/// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) ends the run
+/// at once, and its status says what the state file holds:
+///
+/// - no `--state`, or saved: 130, as for one signal;
+/// - the save not begun: 2, with a line saying that the state file keeps its previous save,
+///   without this run's records (the next run prints them again);
+/// - the save under way: it is waited for (a line says so), then 130 (or 2 if it failed); a
+///   third signal stops at once, with status 2 and a line saying that the file holds the
+///   previous save or this run's, whole (a save is renamed into place in one step; the
+///   temporary file a stopped save leaves is removed by the next save).
 fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
     static FIRST: OnceLock<Instant> = OnceLock::new();
     let installed = ctrlc::set_handler(move || {
@@ -1350,14 +1386,47 @@ fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
             if FIRST.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
                 return;
             }
-            if !state || SAVE.load(Ordering::SeqCst) == SAVED {
-                std::process::exit(INTERRUPTED_STATUS);
+            if AGAIN.fetch_add(1, Ordering::SeqCst) > 0 {
+                say!(
+                    "seen: interrupted during the save of --state: the file holds its previous \
+                     save or this run's, whole"
+                );
+                std::process::exit(2);
             }
-            say!(
-                "seen: interrupted again before --state was saved: it keeps its previous \
-                 save, without the records printed by this run (the next run prints them again)"
-            );
-            std::process::exit(2);
+            // Held to the exit: the save does not begin meanwhile.
+            let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
+            match *save {
+                _ if !state => std::process::exit(INTERRUPTED_STATUS),
+                SAVED => std::process::exit(INTERRUPTED_STATUS),
+                SAVING => {
+                    drop(save);
+                    say!(
+                        "seen: saving --state, which ends in a moment (a third signal stops \
+                         without waiting)"
+                    );
+                    // The handler returns, to see a third signal.
+                    std::thread::spawn(|| {
+                        loop {
+                            std::thread::sleep(Duration::from_millis(10));
+                            match *SAVE.lock().unwrap_or_else(PoisonError::into_inner) {
+                                SAVED => std::process::exit(INTERRUPTED_STATUS),
+                                // The run reports why, and exits 2.
+                                FAILED => return,
+                                _ => {}
+                            }
+                        }
+                    });
+                }
+                _ => {
+                    say!(
+                        "seen: interrupted again before --state was saved: it keeps its \
+                         previous save, without the records printed by this run (the next run \
+                         prints them again)"
+                    );
+                    std::process::exit(2);
+                }
+            }
+            return;
         }
         let _ = FIRST.set(Instant::now());
         let sequencer = Arc::clone(&sequencer);

@@ -42,8 +42,8 @@ enum Command {
     ///
     /// By default a Bloom filter that grows past --capacity decides: a new record is dropped
     /// as a duplicate with probability at most --fpr (a false positive), however many keys
-    /// come, and a duplicate is never printed twice. --exact keeps every key (memory grows
-    /// with them); --fixed or --memory bound the memory (past their capacity the rate rises,
+    /// come, and a duplicate is never printed twice. --exact keeps a 96-bit fingerprint of every
+    /// key (memory grows with the keys; wrong only if two fingerprints collide); --fixed or --memory bound the memory (past their capacity the rate rises,
     /// and a warning says so); --window forgets keys after a time; --remember never drops a
     /// new record.
     #[command(after_long_help = DEDUP_EXAMPLES)]

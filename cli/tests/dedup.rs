@@ -38,6 +38,78 @@ fn exact_mode_prints_what_awk_prints() {
 }
 
 #[test]
+fn exact_stats_give_the_keys_their_memory_and_the_collision_bound() {
+    let input = lines(200_000);
+    let distinct = first_occurrences(&input)
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    for threads in ["1", "2"] {
+        let out = seen(
+            &["dedup", "--exact", "--stats", "--threads", threads],
+            &input,
+        );
+        assert!(out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        let line = err
+            .lines()
+            .find_map(|l| l.strip_prefix("seen: exact set of "))
+            .unwrap_or_else(|| panic!("no exact set line: {err}"));
+        // "N keys, M MiB, collision probability at most P (96-bit fingerprints)"
+        let (keys, rest) = line.split_once(" keys, ").expect(line);
+        assert_eq!(keys.parse::<usize>().unwrap(), distinct);
+        let (mib, rest) = rest
+            .split_once(" MiB, collision probability at most ")
+            .expect(line);
+        // 12-byte slots, 68 % to 85 % full (a shard's table has 1,024 homes at least).
+        let bytes_a_key = mib.parse::<f64>().unwrap() * 1048576.0 / distinct as f64;
+        assert!((13.9..18.5).contains(&bytes_a_key), "{line}");
+        let p = rest.strip_suffix(" (96-bit fingerprints)").expect(line);
+        let n = distinct as f64;
+        let bound = n * (n - 1.0) / 2.0 / 2f64.powi(96);
+        assert_eq!(p, format!("{bound:.1e}"), "{line}");
+    }
+}
+
+/// An exact set that cannot grow ends the run with one line and status 2, the records decided
+/// before it written; not an abort.
+#[cfg(target_os = "linux")]
+#[test]
+fn exact_out_of_memory_is_one_line_and_status_2() {
+    // 4M lines, 3.2M distinct: a table of 45 MiB or more, past a 48 MiB address space.
+    let input = lines(4_000_000);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 49152 && exec \"$0\" dedup --exact --threads 1")
+        .arg(env!("CARGO_BIN_EXE_seen"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = input.clone();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&feed);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (_, held) = err
+        .split_once(": out of memory: --exact holds ")
+        .unwrap_or_else(|| panic!("{err}"));
+    let held: usize = held.split(' ').next().unwrap().parse().unwrap();
+    assert!(err.starts_with("seen: standard input, line "), "{err}");
+    // Every key held was printed, and nothing else: the first-occurrence output's start.
+    let expected = first_occurrences(&input);
+    assert!(expected.starts_with(&out.stdout));
+    assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), held);
+    assert!(held > 100_000, "{err}");
+}
+
+#[test]
 fn the_bloom_modes_differ_from_exact_only_by_dropped_new_lines() {
     let input = lines(200_000);
     let expected = first_occurrences(&input);

@@ -18,7 +18,7 @@ use crate::units::format_duration;
 /// The structure that decides. Shared by the workers (the hasher, and lookups of the filters
 /// that only gain items) and the sequencer.
 pub(super) enum Filter {
-    /// The exact set lives in the shards (it is not concurrent).
+    /// The exact set lives in the shards (it is not concurrent): `ExactSet`, one a shard.
     Exact,
     Bloom(AtomicBloomFilter),
     Growing(GrowingBloomFilter),
@@ -276,7 +276,7 @@ impl Filter {
     /// The hash of a key (the hasher is the filter's: a loaded filter brings its seed).
     pub(super) fn hash(&self, key: &[u8]) -> Hash128 {
         match self {
-            // Only to pick the shard: the set compares the keys themselves.
+            // The shard, and the exact set's fingerprint.
             Self::Exact => StableHasher::default().hash_bytes(key),
             Self::Bloom(f) => f.hasher().hash_bytes(key),
             Self::Growing(f) => f.hasher().hash_bytes(key),
@@ -378,10 +378,16 @@ impl Filter {
         }
     }
 
-    /// One line about the structure, for `--stats`.
-    pub(super) fn describe(&self, exact_keys: usize, args: &Dedup) -> String {
+    /// One line about the structure, for `--stats` (`exact`: the exact set's keys and bytes).
+    pub(super) fn describe(&self, exact: (usize, usize), args: &Dedup) -> String {
         match self {
-            Self::Exact => format!("exact set of {exact_keys} keys"),
+            Self::Exact => format!(
+                "exact set of {} keys, {:.1} MiB, collision probability at most {:.1e} \
+                 (96-bit fingerprints)",
+                exact.0,
+                exact.1 as f64 / f64::from(1 << 20),
+                super::exact::collision_bound(exact.0)
+            ),
             Self::Bloom(f) => f.info().to_string(),
             Self::Growing(f) => f.info().to_string(),
             Self::Windowed { filter, .. } => filter.info().to_string(),

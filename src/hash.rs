@@ -233,9 +233,11 @@ impl StableHasher {
 impl ItemHasher for StableHasher {
     #[inline]
     fn hash_item<T: Hash + ?Sized>(&self, item: &T) -> Hash128 {
-        let mut hasher = Canonical::new(StableStream::new(self.seed));
-        item.hash(&mut hasher);
-        Hash128::from_u128(hasher.into_inner().finish128())
+        let mut stream = StableStream::new(self.seed);
+        let mut canonical = Canonical::new(&mut stream);
+        item.hash(&mut canonical);
+        canonical.end();
+        Hash128::from_u128(stream.finish128())
     }
 
     #[inline]
@@ -251,9 +253,11 @@ impl ItemHasher for StableHasher {
 impl<S: BuildHasher> ItemHasher for S {
     #[inline]
     fn hash_item<T: Hash + ?Sized>(&self, item: &T) -> Hash128 {
-        let mut hasher = Canonical::new(self.build_hasher());
-        item.hash(&mut hasher);
-        widen(hasher.into_inner().finish())
+        let mut hasher = self.build_hasher();
+        let mut canonical = Canonical::new(&mut hasher);
+        item.hash(&mut canonical);
+        canonical.end();
+        widen(hasher.finish())
     }
 
     #[inline]
@@ -318,8 +322,6 @@ enum Shape {
     Text,
     /// A `write` then `write_u8(0xff)`, held back: a `str`, if nothing follows.
     TextEnd,
-    /// A byte slice that other calls followed: its length is owed at the end.
-    SliceThen(usize),
     /// Any other stream: every call is passed on as it comes.
     Other,
 }
@@ -340,49 +342,59 @@ enum Shape {
 /// - every other stream reaches it call for call.
 ///
 /// Only the calls in flight are held back (one length, or one `0xff`), never the bytes: a
-/// 10 KB key streams through as it comes. [`into_inner`](Self::into_inner) settles what is
-/// held.
-struct Canonical<H> {
-    inner: H,
+/// 10 KB key streams through as it comes. [`end`](Self::end) settles what is held. The inner
+/// hasher is borrowed, not owned, so that the stable hasher's inline buffer is never moved.
+struct Canonical<'a, H> {
+    inner: &'a mut H,
     shape: Shape,
+    /// The length of a slice that other calls followed, owed at the end.
+    owed: Option<usize>,
 }
 
-impl<H: Hasher> Canonical<H> {
+impl<'a, H: Hasher> Canonical<'a, H> {
     #[inline]
-    fn new(inner: H) -> Self {
+    fn new(inner: &'a mut H) -> Self {
         Self {
             inner,
             shape: Shape::Start,
+            owed: None,
         }
     }
 
-    /// The inner hasher once the item has written its whole stream: a held-back length that
-    /// was not a slice's, or that a slice's trailing calls owe, is passed on; a `str`'s `0xff`
-    /// and a lone slice's length are dropped.
+    /// Once the item has written its whole stream: a held-back length that was not a slice's,
+    /// or that a slice's trailing calls owe, is passed on; a `str`'s `0xff` and a lone slice's
+    /// length are dropped.
     #[inline]
-    fn into_inner(mut self) -> H {
-        match self.shape {
-            Shape::Length(n) | Shape::SliceThen(n) => self.inner.write_usize(n),
-            Shape::Start | Shape::Slice(_) | Shape::Text | Shape::TextEnd | Shape::Other => {}
+    fn end(self) {
+        if let Shape::Length(n) = self.shape {
+            self.inner.write_usize(n);
         }
-        self.inner
+        if let Some(n) = self.owed {
+            self.inner.write_usize(n);
+        }
     }
 
     /// Before a call that ends both shapes: passes on what was held back for them.
     #[inline]
     fn settle(&mut self) {
-        self.shape = match self.shape {
-            Shape::Length(n) => {
-                self.inner.write_usize(n);
-                Shape::Other
-            }
-            Shape::Slice(n) | Shape::SliceThen(n) => Shape::SliceThen(n),
-            Shape::TextEnd => {
-                self.inner.write_u8(0xff);
-                Shape::Other
-            }
-            Shape::Start | Shape::Text | Shape::Other => Shape::Other,
-        };
+        match self.shape {
+            Shape::Other => {}
+            Shape::Start | Shape::Text => self.shape = Shape::Other,
+            Shape::Length(_) | Shape::Slice(_) | Shape::TextEnd => self.settle_held(),
+        }
+    }
+
+    /// [`settle`](Self::settle) when something is held back: out of line, so that the calls
+    /// an integer makes stay small enough to inline.
+    #[inline(never)]
+    fn settle_held(&mut self) {
+        match self.shape {
+            Shape::Length(n) => self.inner.write_usize(n),
+            Shape::Slice(n) => self.owed = Some(n),
+            Shape::TextEnd => self.inner.write_u8(0xff),
+            Shape::Start | Shape::Text | Shape::Other => {}
+        }
+        self.shape = Shape::Other;
     }
 }
 
@@ -399,7 +411,7 @@ macro_rules! pass_on {
     };
 }
 
-impl<H: Hasher> Hasher for Canonical<H> {
+impl<H: Hasher> Hasher for Canonical<'_, H> {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         match self.shape {
@@ -432,7 +444,7 @@ impl<H: Hasher> Hasher for Canonical<H> {
 
     /// The inner hasher's value so far, with nothing held back passed on (a `Hash` impl has
     /// no reason to call this; [`ItemHasher::hash_item`] finishes through
-    /// [`into_inner`](Self::into_inner)).
+    /// [`end`](Self::end)).
     #[inline]
     fn finish(&self) -> u64 {
         self.inner.finish()

@@ -265,7 +265,7 @@ fn a_key_is_one_item_in_every_form_in_the_semi_concurrent_filter_and_its_snapsho
     one_item_in_every_form("SemiConcurrentBloomFilter", || {
         SemiConcurrentBloomFilter::with_capacity(1000, 0.01).unwrap()
     });
-    one_item_in_every_form("FrozenBloomFilter", || frozen());
+    one_item_in_every_form("FrozenBloomFilter", frozen);
 }
 
 #[test]

@@ -384,6 +384,22 @@ impl<'a, H: Hasher> Canonical<'a, H> {
         }
     }
 
+    /// `write_u8` that is not a `str`'s terminator: out of line (see
+    /// [`settle_held`](Self::settle_held)).
+    #[inline(never)]
+    fn pass_u8(&mut self, i: u8) {
+        self.settle();
+        self.inner.write_u8(i);
+    }
+
+    /// `write_usize` that is not the first call: out of line (see
+    /// [`settle_held`](Self::settle_held)).
+    #[inline(never)]
+    fn pass_usize(&mut self, i: usize) {
+        self.settle();
+        self.inner.write_usize(i);
+    }
+
     /// [`settle`](Self::settle) when something is held back: out of line, so that the calls
     /// an integer makes stay small enough to inline.
     #[inline(never)]
@@ -427,8 +443,7 @@ impl<H: Hasher> Hasher for Canonical<'_, H> {
         if i == 0xff && self.shape == Shape::Text {
             self.shape = Shape::TextEnd;
         } else {
-            self.settle();
-            self.inner.write_u8(i);
+            self.pass_u8(i);
         }
     }
 
@@ -437,8 +452,7 @@ impl<H: Hasher> Hasher for Canonical<'_, H> {
         if self.shape == Shape::Start {
             self.shape = Shape::Length(i);
         } else {
-            self.settle();
-            self.inner.write_usize(i);
+            self.pass_usize(i);
         }
     }
 

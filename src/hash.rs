@@ -36,7 +36,10 @@
 //! ```
 //!
 //! Other items hash the stream their [`Hash`] impl writes, so their type is part of them:
-//! `1u32` and `1u64` are two items, and a tuple or a struct is the stream of its fields.
+//! `1u32` and `1u64` are two items, and a tuple or a struct is the stream of its fields. An
+//! integer's stream is its little-endian bytes, so it is one item with the string or byte
+//! string of those bytes (`0x6469u16` and `"id"`): a structure that holds both integers and
+//! strings keeps them apart only if they are tagged, say as `(0u8, id)` and `(1u8, name)`.
 //!
 //! How: the standard library writes a `str` as its bytes then a `0xff` byte, and a byte slice
 //! as its length then its bytes. The hashers take an item whose whole stream is one of these
@@ -754,6 +757,10 @@ mod tests {
         assert_eq!(h.hash_item(b"id"), h.hash_bytes(b"id")); // [u8; 2]
         assert_eq!(h.hash_item(&[7u8; 300]), h.hash_bytes(&[7u8; 300]));
         assert_ne!(h.hash_item("id"), h.hash_item("ie"));
+        // An integer is its little-endian bytes: one item with the string of them, unless
+        // tagged.
+        assert_eq!(h.hash_item(&0x6469u16), h.hash_item("id"));
+        assert_ne!(h.hash_item(&(0u8, 0x6469u16)), h.hash_item(&(1u8, "id")));
     }
 
     /// The hash_item of an item that writes `calls`, as `Hash` would.

@@ -106,6 +106,19 @@ pub enum Error {
         /// The hasher given (`None`: it does not name itself).
         given: Option<HasherIdentity>,
     },
+    /// The file was written with the crate's default hasher as it was before version 2 of its
+    /// name (`"seen/xxh3-128"`, now `"seen/xxh3-128/2"`), which hashed a string or a byte
+    /// string through its `Hash` impl's stream (a `str`'s `0xff` terminator, a slice's
+    /// length), so that `"id"` and `b"id"` were two items. Its bits are still where the current
+    /// default hasher looks for items inserted as integers or by hash (`hash_bytes` with
+    /// `insert_hash`, as every state file of the `seen` command): such a file converts by
+    /// loading it with `read_from_trusting_hasher(input, StableHasher::with_seed(seed))` (the
+    /// seed is `file`'s) and saving it again. A structure of string or byte-string items must
+    /// be rebuilt from its items.
+    RetiredHasher {
+        /// The hasher named in the file: `"seen/xxh3-128"` and the file's seed.
+        file: HasherIdentity,
+    },
     /// Two filters that cannot be merged ([`union`](crate::AtomicBloomFilter::union),
     /// [`intersect`](crate::AtomicBloomFilter::intersect)): the parameter in which they differ.
     /// Merging needs the same layout, blocks, `k` and hasher, or the merged bits would place
@@ -319,6 +332,17 @@ impl fmt::Display for Error {
                      if it is that hasher"
                 ),
             },
+            Self::RetiredHasher { file } => write!(
+                f,
+                "the file was written with hasher {file}, the default hasher before strings \
+                 and byte strings became one item: its integer items and items inserted by \
+                 hash (hash_bytes with insert_hash, as in every state file of the seen \
+                 command) still answer, so such a file converts by loading it with \
+                 read_from_trusting_hasher(input, StableHasher::with_seed({seed})) and saving \
+                 it again; a structure of string or byte-string items must be rebuilt from \
+                 its items",
+                seed = file.seed()
+            ),
             Self::Incompatible { what } => write!(
                 f,
                 "the filters differ in {what}: only filters of the same layout, blocks, \

@@ -21,27 +21,28 @@
 ///
 /// # Which items are "the same"
 ///
-/// The Bloom filters and [`OverwriteMap`](crate::OverwriteMap) hash an item through its
-/// [`Hash`](core::hash::Hash)
-/// impl, so its **type** is part of it: `"msg"` (a `str` writes its bytes and a `0xff`
-/// terminator) and `b"msg"` (a byte slice writes its length, then its bytes) are two different
-/// items, as are `1u32` and `1u64`. [`ExactOverwriteMap`](crate::ExactOverwriteMap) stores keys
-/// as bytes (`AsRef<[u8]>`), so there `"msg"`, `b"msg"` and `String::from("msg")` are one key.
-/// Pick one key type per structure (or hash the bytes yourself with
-/// [`ItemHasher::hash_bytes`](crate::hash::ItemHasher::hash_bytes) and use `insert_hash`):
+/// A string and a byte string with the same bytes are one item in every structure, whatever
+/// type holds them (`"msg"`, `String`, `b"msg"`, `Vec<u8>`, `&[u8]`, and a `Box`, `Rc`, `Arc`
+/// or `Cow` of these), and the same item as the bytes hashed with
+/// [`ItemHasher::hash_bytes`](crate::hash::ItemHasher::hash_bytes) and given to `insert_hash`
+/// (as the `seen` command does with each record). Other items hash through their
+/// [`Hash`](core::hash::Hash) impl, so there the type is part of the item: `1u32` and `1u64`
+/// are two ([the rules](crate::hash#which-items-are-one-key)).
+/// [`ExactOverwriteMap`](crate::ExactOverwriteMap) takes keys as bytes (`AsRef<[u8]>`) and
+/// hashes them alike.
 ///
 /// ```
 /// use seen::{AtomicBloomFilter, ExactOverwriteMap, OverwriteMap};
 /// let bloom = AtomicBloomFilter::with_capacity(1000, 0.01)?;
 /// bloom.insert("msg");
-/// assert!(bloom.contains("msg") && bloom.contains(&String::from("msg")));
-/// assert!(!bloom.contains(&b"msg"[..])); // another type, another item (unless a false positive)
+/// assert!(bloom.contains(&String::from("msg")) && bloom.contains(b"msg"));
+/// assert!(bloom.contains(&b"msg".to_vec()) && bloom.contains(&b"msg"[..]));
 /// let map = OverwriteMap::with_buckets(1000)?;
-/// map.insert("msg");
-/// assert!(!map.contains(&b"msg"[..]));
+/// map.insert(&b"msg".to_vec());
+/// assert!(map.contains("msg"));
 /// let exact = ExactOverwriteMap::with_buckets(1000)?;
 /// exact.insert("msg");
-/// assert!(exact.contains(b"msg")); // bytes: the same key
+/// assert!(exact.contains(b"msg"));
 /// # Ok::<(), seen::Error>(())
 /// ```
 ///

@@ -14,12 +14,50 @@
 //!   from the first by a bijective mixer, so two items collide in all 128 bits exactly when they
 //!   collide in the 64. Stability is then whatever that hasher promises (`RandomState`: none).
 //!
+//! # Which items are one key
+//!
+//! A string and a byte string with the same bytes are one item, whatever type holds them:
+//! `"id"`, `String::from("id")`, `b"id"`, `b"id".to_vec()`, `&b"id"[..]`, a `Box`, `Rc`, `Arc`
+//! or `Cow` of any of these, and the bytes `b"id"` given to [`ItemHasher::hash_bytes`] all hash
+//! alike, with either kind of hasher, so a key inserted in one form is found in every other, in
+//! every structure and in saved files (the `seen` command's state files hash each record's
+//! bytes with `hash_bytes`):
+//!
+//! ```
+//! use seen::hash::{ItemHasher, StableHasher};
+//! let h = StableHasher::new();
+//! let id = h.hash_bytes(b"id");
+//! assert_eq!(h.hash_item("id"), id);
+//! assert_eq!(h.hash_item(&String::from("id")), id);
+//! assert_eq!(h.hash_item(b"id"), id);
+//! assert_eq!(h.hash_item(&b"id".to_vec()), id);
+//! let random = std::hash::RandomState::new();
+//! assert_eq!(random.hash_item("id"), random.hash_bytes(b"id"));
+//! ```
+//!
+//! Other items hash the stream their [`Hash`] impl writes, so their type is part of them:
+//! `1u32` and `1u64` are two items, and a tuple or a struct is the stream of its fields. An
+//! integer's stream is its little-endian bytes, so it is one item with the string or byte
+//! string of those bytes (`0x6469u16` and `"id"`): a structure that holds both integers and
+//! strings keeps them apart only if they are tagged, say as `(0u8, id)` and `(1u8, name)`.
+//!
+//! How: the standard library writes a `str` as its bytes then a `0xff` byte, and a byte slice
+//! as its length then its bytes. The hashers take an item whose whole stream is one of these
+//! two shapes as its bytes alone; a stream that starts with a byte slice and goes on (a struct
+//! whose first field is a `Vec<u8>`) takes the slice's bytes, the rest, then the slice's
+//! length; every other stream is hashed as written.
+//!
 //! # Stability
 //!
-//! [`StableHasher`] hashes the byte stream an item's [`Hash`] impl writes, with every integer
-//! encoded little-endian and `usize`/`isize` widened to 64 bits, so a `usize` hashes the same on
-//! 32- and 64-bit targets and on big- and little-endian ones. Golden tests pin the output for
-//! fixed inputs; changing it is a breaking change of every persisted filter.
+//! [`StableHasher`] hashes that stream with every integer encoded little-endian and
+//! `usize`/`isize` widened to 64 bits, so a `usize` hashes the same on 32- and 64-bit targets
+//! and on big- and little-endian ones (`hash_item(&7u64)` is `hash_bytes(&7u64.to_le_bytes())`).
+//! Golden tests pin the output for fixed inputs; changing it is a breaking change of every
+//! persisted filter, and changes the name the hasher records in files
+//! ([`ItemHasher::identity`]). Its name is `"seen/xxh3-128/2"`: the version before, named
+//! `"seen/xxh3-128"`, hashed strings and byte strings with their terminator and length, and
+//! its files are refused with [`Error::RetiredHasher`](crate::Error::RetiredHasher), which
+//! says how to convert one.
 //!
 //! What it cannot make stable is the `Hash` impl itself:
 //!
@@ -27,11 +65,10 @@
 //!   iteration order, a platform-sized field converted by hand with `to_ne_bytes`) hashes
 //!   differently across platforms or runs;
 //! - the standard library does not promise that its own impls never change across Rust releases
-//!   (`str` currently writes its bytes then a `0xff` byte; a slice writes its length first).
+//!   (the `str` and slice shapes above; the crate's tests check them on every build).
 //!
-//! For data that must outlive a toolchain upgrade, hash bytes you control: [`ItemHasher::hash_bytes`]
-//! is xxh3-128 of exactly the given bytes. Note that `hash_bytes(b)` and `hash_item(b)` differ (the
-//! latter includes the slice's length prefix): a structure must use one of them for all its items.
+//! For data that must outlive a toolchain upgrade, hash bytes you control:
+//! [`ItemHasher::hash_bytes`] is xxh3-128 of exactly the given bytes.
 
 use core::hash::{BuildHasher, Hash, Hasher};
 
@@ -76,11 +113,14 @@ impl Hash128 {
 /// Implemented by [`StableHasher`] (the default) and, through a blanket impl, by every
 /// [`std::hash::BuildHasher`]. Implement it yourself to bring a native 128-bit hash.
 pub trait ItemHasher {
-    /// The hash of `item`, from the bytes its [`Hash`] impl writes.
+    /// The hash of `item`, from the calls its [`Hash`] impl makes: a string or a byte string
+    /// (of any type) hashes as [`hash_bytes`](Self::hash_bytes) of its bytes, any other item as
+    /// the stream it writes ([which items are one key](self#which-items-are-one-key)).
     fn hash_item<T: Hash + ?Sized>(&self, item: &T) -> Hash128;
 
-    /// The hash of exactly `bytes` (no length prefix): the path to use for data whose hash must
-    /// not depend on any `Hash` impl. Differs from `hash_item(bytes)`.
+    /// The hash of exactly `bytes`: the same as `hash_item` of those bytes as a `&[u8]`,
+    /// `Vec<u8>` or (if UTF-8) `str`, and the path to use for data whose hash must not depend
+    /// on any `Hash` impl.
     fn hash_bytes(&self, bytes: &[u8]) -> Hash128;
 
     /// This hash function's name and seed, written into saved files and checked when they are
@@ -96,7 +136,7 @@ pub trait ItemHasher {
     /// ```
     /// use seen::hash::{ItemHasher, StableHasher};
     /// let id = StableHasher::with_seed(7).identity().unwrap();
-    /// assert_eq!((id.name(), id.seed()), ("seen/xxh3-128", 7));
+    /// assert_eq!((id.name(), id.seed()), ("seen/xxh3-128/2", 7));
     /// assert_eq!(std::hash::RandomState::new().identity(), None);
     /// ```
     fn identity(&self) -> Option<HasherIdentity> {
@@ -106,7 +146,7 @@ pub trait ItemHasher {
 
 /// A hash function's name and seed ([`ItemHasher::identity`]), as saved files record it.
 ///
-/// The name is at most 1,024 bytes of UTF-8; the crate's own is `"seen/xxh3-128"`.
+/// The name is at most 1,024 bytes of UTF-8; the crate's own is `"seen/xxh3-128/2"`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HasherIdentity {
     name: std::borrow::Cow<'static, str>,
@@ -149,7 +189,13 @@ impl core::fmt::Display for HasherIdentity {
 pub(crate) const MAX_NAME: usize = 1024;
 
 /// [`StableHasher`]'s name in [`HasherIdentity`]: part of the file format.
-pub(crate) const STABLE_NAME: &str = "seen/xxh3-128";
+pub(crate) const STABLE_NAME: &str = "seen/xxh3-128/2";
+
+/// The name [`StableHasher`] had before strings and byte strings became one item (it hashed
+/// the stream of a `str`'s or a slice's `Hash` impl, terminator and length prefix included).
+/// Files that carry it are refused with [`Error::RetiredHasher`](crate::Error::RetiredHasher),
+/// which says how to convert them.
+pub(crate) const RETIRED_STABLE_NAME: &str = "seen/xxh3-128";
 
 /// The default hasher: xxh3-128 over a platform-independent encoding, stable across runs,
 /// processes and platforms (see the [module docs](self) for exactly what is stable).
@@ -159,6 +205,8 @@ pub(crate) const STABLE_NAME: &str = "seen/xxh3-128";
 /// let h = StableHasher::new();
 /// // Integers are hashed as their little-endian bytes, whatever the platform.
 /// assert_eq!(h.hash_item(&7u64), h.hash_bytes(&7u64.to_le_bytes()));
+/// // Strings and byte strings as their bytes.
+/// assert_eq!(h.hash_item("a"), h.hash_bytes(b"a"));
 /// // Different seeds give independent hash functions.
 /// assert_ne!(h.hash_item("a"), StableHasher::with_seed(1).hash_item("a"));
 /// ```
@@ -188,9 +236,11 @@ impl StableHasher {
 impl ItemHasher for StableHasher {
     #[inline]
     fn hash_item<T: Hash + ?Sized>(&self, item: &T) -> Hash128 {
-        let mut hasher = StableStream::new(self.seed);
-        item.hash(&mut hasher);
-        Hash128::from_u128(hasher.finish128())
+        let mut stream = StableStream::new(self.seed);
+        let mut canonical = Canonical::new(&mut stream);
+        item.hash(&mut canonical);
+        canonical.end();
+        Hash128::from_u128(stream.finish128())
     }
 
     #[inline]
@@ -206,7 +256,11 @@ impl ItemHasher for StableHasher {
 impl<S: BuildHasher> ItemHasher for S {
     #[inline]
     fn hash_item<T: Hash + ?Sized>(&self, item: &T) -> Hash128 {
-        widen(self.hash_one(item))
+        let mut hasher = self.build_hasher();
+        let mut canonical = Canonical::new(&mut hasher);
+        item.hash(&mut canonical);
+        canonical.end();
+        widen(hasher.finish())
     }
 
     #[inline]
@@ -255,13 +309,185 @@ pub(crate) fn reduce(hash: u64, n: u64) -> u64 {
     ((u128::from(hash) * u128::from(n)) >> 64) as u64
 }
 
+/// Where an item's [`Hash`] calls stand against the two shapes that make it a byte string
+/// (see [`Canonical`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// No call yet.
+    Start,
+    /// The first call was `write_usize(n)`, held back: a byte slice's length prefix, if `n`
+    /// bytes come next in one `write`.
+    Length(usize),
+    /// `write_usize(n)` then the `n` bytes (passed on): a byte slice, if nothing follows. The
+    /// length is held back.
+    Slice(usize),
+    /// The first call was a `write` (passed on): a `str`, if `write_u8(0xff)` alone follows.
+    Text,
+    /// A `write` then `write_u8(0xff)`, held back: a `str`, if nothing follows.
+    TextEnd,
+    /// Any other stream: every call is passed on as it comes.
+    Other,
+}
+
+/// A [`Hasher`] that hands an item's stream to `inner`, except that a string or a byte string
+/// arrives as its bytes alone, the way [`ItemHasher::hash_bytes`] takes them (so that `"id"`,
+/// `b"id"`, `String`, `Vec<u8>` and `[u8; N]` are one item). The standard library writes a
+/// `str` as `write(bytes)` then `write_u8(0xff)`, and a `[u8]` as `write_usize(len)` then
+/// `write(bytes)`; so:
+///
+/// - a whole stream of exactly `write(b)`, `write_u8(0xff)` reaches `inner` as `write(b)`;
+/// - a whole stream of exactly `write_usize(n)`, `write(b)` with `b.len() == n` reaches it as
+///   `write(b)`;
+/// - a stream that starts with `write_usize(n)`, `write(b)` (`b.len() == n`) and goes on (a
+///   struct whose first field is a byte string) reaches it as `write(b)`, the calls that
+///   follow, then `write_usize(n)` at the end: the length moves behind, where it still tells
+///   where `b` ends, so two such streams that differed still differ;
+/// - every other stream reaches it call for call.
+///
+/// Only the calls in flight are held back (one length, or one `0xff`), never the bytes: a
+/// 10 KB key streams through as it comes. [`end`](Self::end) settles what is held. The inner
+/// hasher is borrowed, not owned, so that the stable hasher's inline buffer is never moved.
+struct Canonical<'a, H> {
+    inner: &'a mut H,
+    shape: Shape,
+    /// The length of a slice that other calls followed, owed at the end.
+    owed: Option<usize>,
+}
+
+impl<'a, H: Hasher> Canonical<'a, H> {
+    #[inline]
+    fn new(inner: &'a mut H) -> Self {
+        Self {
+            inner,
+            shape: Shape::Start,
+            owed: None,
+        }
+    }
+
+    /// Once the item has written its whole stream: a held-back length that was not a slice's,
+    /// or that a slice's trailing calls owe, is passed on; a `str`'s `0xff` and a lone slice's
+    /// length are dropped.
+    #[inline]
+    fn end(self) {
+        if let Shape::Length(n) = self.shape {
+            self.inner.write_usize(n);
+        }
+        if let Some(n) = self.owed {
+            self.inner.write_usize(n);
+        }
+    }
+
+    /// Before a call that ends both shapes: passes on what was held back for them.
+    #[inline]
+    fn settle(&mut self) {
+        match self.shape {
+            Shape::Other => {}
+            Shape::Start | Shape::Text => self.shape = Shape::Other,
+            Shape::Length(_) | Shape::Slice(_) | Shape::TextEnd => self.settle_held(),
+        }
+    }
+
+    /// `write_u8` that is not a `str`'s terminator: out of line (see
+    /// [`settle_held`](Self::settle_held)).
+    #[inline(never)]
+    fn pass_u8(&mut self, i: u8) {
+        self.settle();
+        self.inner.write_u8(i);
+    }
+
+    /// `write_usize` that is not the first call: out of line (see
+    /// [`settle_held`](Self::settle_held)).
+    #[inline(never)]
+    fn pass_usize(&mut self, i: usize) {
+        self.settle();
+        self.inner.write_usize(i);
+    }
+
+    /// [`settle`](Self::settle) when something is held back: out of line, so that the calls
+    /// an integer makes stay small enough to inline.
+    #[inline(never)]
+    fn settle_held(&mut self) {
+        match self.shape {
+            Shape::Length(n) => self.inner.write_usize(n),
+            Shape::Slice(n) => self.owed = Some(n),
+            Shape::TextEnd => self.inner.write_u8(0xff),
+            Shape::Start | Shape::Text | Shape::Other => {}
+        }
+        self.shape = Shape::Other;
+    }
+}
+
+/// Every call but the three the shapes are made of settles, then passes on unchanged.
+macro_rules! pass_on {
+    ($($name:ident($type:ty)),* $(,)?) => {
+        $(
+            #[inline]
+            fn $name(&mut self, i: $type) {
+                self.settle();
+                self.inner.$name(i);
+            }
+        )*
+    };
+}
+
+impl<H: Hasher> Hasher for Canonical<'_, H> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        match self.shape {
+            Shape::Start => self.shape = Shape::Text,
+            Shape::Length(n) if bytes.len() == n => self.shape = Shape::Slice(n),
+            _ => self.settle(),
+        }
+        self.inner.write(bytes);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        if i == 0xff && self.shape == Shape::Text {
+            self.shape = Shape::TextEnd;
+        } else {
+            self.pass_u8(i);
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        if self.shape == Shape::Start {
+            self.shape = Shape::Length(i);
+        } else {
+            self.pass_usize(i);
+        }
+    }
+
+    /// The inner hasher's value so far, with nothing held back passed on (a `Hash` impl has
+    /// no reason to call this; [`ItemHasher::hash_item`] finishes through
+    /// [`end`](Self::end)).
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.inner.finish()
+    }
+
+    pass_on!(
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_i8(i8),
+        write_i16(i16),
+        write_i32(i32),
+        write_i64(i64),
+        write_i128(i128),
+        write_isize(isize),
+    );
+}
+
 /// Bytes kept inline before the stream moves to a heap-allocated streaming xxh3 state. Covers
 /// integers, UUIDs, 32-byte tokens and most URLs with no allocation.
 const INLINE: usize = 128;
 
-/// The [`Hasher`] behind [`StableHasher`]: collects the item's byte stream (integers in
-/// little-endian) and hashes it with one-shot xxh3-128, or streaming xxh3-128 past [`INLINE`]
-/// bytes. Both give the same value for the same stream.
+/// The [`Hasher`] behind [`StableHasher`] (under [`Canonical`]): collects the item's byte
+/// stream (integers in little-endian) and hashes it with one-shot xxh3-128, or streaming
+/// xxh3-128 past [`INLINE`] bytes. Both give the same value for the same stream.
 struct StableStream {
     seed: u64,
     len: usize,
@@ -394,13 +620,14 @@ mod tests {
     }
 
     /// Pins the default hash of fixed inputs through every path (integer, str, byte slice, long
-    /// input that spills to the streaming state). If this test fails, the hash changed, and every
-    /// persisted filter would silently be corrupted: do not update the constants, find the change.
+    /// input that spills to the streaming state, a byte slice followed by more). If this test
+    /// fails, the hash changed, and every persisted filter would silently be corrupted: do not
+    /// update the constants, find the change.
     #[test]
     fn golden_values_are_pinned() {
         let h = StableHasher::new();
         let long = [0xabu8; 1000];
-        let cases: [(&str, Hash128); 6] = [
+        let cases: [(&str, Hash128); 7] = [
             ("u64 42", h.hash_item(&42u64)),
             ("str token", h.hash_item("token")),
             ("bytes msg-42", h.hash_bytes(b"msg-42")),
@@ -410,8 +637,9 @@ mod tests {
                 "seed 1 u64 42",
                 StableHasher::with_seed(1).hash_item(&42u64),
             ),
+            ("slice then u32", h.hash_item(&(&b"ab"[..], 7u32))),
         ];
-        let expected: [u128; 6] = GOLDEN;
+        let expected: [u128; 7] = GOLDEN;
         for ((name, got), want) in cases.iter().zip(expected) {
             assert_eq!(
                 got.to_u128(),
@@ -421,18 +649,20 @@ mod tests {
         }
     }
 
-    /// Each value was cross-checked against the reference C implementation of XXH3-128 (through
-    /// the `xxhash` Python package) over the documented byte stream:
-    /// `42u64` -> `pack('<Q', 42)`; `"token"` -> `b"token\xff"`; `b"msg-42"` -> itself;
-    /// `[7u8; 32]` -> `pack('<Q', 32) + 32 * b"\x07"`; the 1000-byte slice ->
-    /// `pack('<Q', 1000) + 1000 * b"\xab"`; the last with `seed=1`.
-    const GOLDEN: [u128; 6] = [
+    /// Each value was cross-checked against the reference C implementation of XXH3-128
+    /// (`XXH3_128bits_withSeed` of the system's `libxxhash`, called from Python) over the
+    /// documented byte stream: `42u64` -> `pack('<Q', 42)`; `"token"` -> `b"token"`;
+    /// `b"msg-42"` -> itself; `[7u8; 32]` -> `32 * b"\x07"`; the 1000-byte slice ->
+    /// `1000 * b"\xab"`; `42u64` with `seed=1`; `(&b"ab"[..], 7u32)` ->
+    /// `b"ab" + pack('<I', 7) + pack('<Q', 2)` (the slice's length moved behind).
+    const GOLDEN: [u128; 7] = [
         0x9bab_3e2f_55e1_fe86_61c2_164e_8b89_5a45,
-        0xd2a4_d6fb_3966_6043_ece7_5923_9a20_d3dc,
+        0x0f65_b527_92c0_5b99_0f2f_00b7_53a2_72a0,
         0x9a91_2295_7c67_6d41_f5f1_1e12_ed2b_25ce,
-        0xa20c_dc9b_fc48_ecc0_160b_4479_de47_3951,
-        0xe79d_2a52_ad93_d07c_b009_5098_537e_1796,
+        0xb087_c640_22f0_bd78_30a5_137f_d439_a576,
+        0x277a_2044_4782_4764_d6bb_0db5_9d99_9be9,
         0x6fae_c435_2953_411c_24ab_7901_56d5_217d,
+        0x4183_cb68_c62c_b13a_649d_8b70_8086_af73,
     ];
 
     #[test]
@@ -471,12 +701,148 @@ mod tests {
     #[test]
     fn std_build_hashers_plug_in_with_a_derived_second_half() {
         let s = RandomState::new();
-        let a = s.hash_item("a");
-        assert_eq!(a, s.hash_item("a"));
-        assert_eq!(a.h1, s.hash_one("a"));
+        let a = s.hash_item(&7u64);
+        assert_eq!(a, s.hash_item(&7u64));
+        assert_eq!(a.h1, s.hash_one(7u64));
         assert_ne!(a.h1, a.h2);
-        assert_ne!(a, s.hash_item("b"));
+        assert_ne!(a, s.hash_item(&8u64));
         assert_eq!(s.hash_bytes(b"xy"), s.hash_bytes(b"xy"));
+        assert_ne!(s.hash_bytes(b"xy"), s.hash_bytes(b"xz"));
+    }
+
+    /// Every string and byte-string form of one key, as `(name, hash)`, through `hasher`.
+    fn forms<H: ItemHasher>(hasher: &H, key: &str) -> Vec<(&'static str, Hash128)> {
+        use std::borrow::Cow;
+        use std::rc::Rc;
+        use std::sync::Arc;
+        let bytes = key.as_bytes();
+        vec![
+            ("&str", hasher.hash_item(key)),
+            ("&&str", hasher.hash_item(&key)),
+            ("String", hasher.hash_item(&key.to_owned())),
+            ("Box<str>", hasher.hash_item(&Box::<str>::from(key))),
+            ("Rc<str>", hasher.hash_item(&Rc::<str>::from(key))),
+            ("Arc<str>", hasher.hash_item(&Arc::<str>::from(key))),
+            ("Cow<str>", hasher.hash_item(&Cow::Borrowed(key))),
+            ("&[u8]", hasher.hash_item(bytes)),
+            ("Vec<u8>", hasher.hash_item(&bytes.to_vec())),
+            ("Box<[u8]>", hasher.hash_item(&Box::<[u8]>::from(bytes))),
+            ("Arc<[u8]>", hasher.hash_item(&Arc::<[u8]>::from(bytes))),
+            ("Cow<[u8]>", hasher.hash_item(&Cow::Borrowed(bytes))),
+            ("hash_bytes", hasher.hash_bytes(bytes)),
+        ]
+    }
+
+    #[test]
+    fn strings_and_byte_strings_hash_as_their_bytes_with_every_hasher() {
+        let long = "https://example.com/".to_owned() + &"a/".repeat(5000);
+        for key in [
+            "",
+            "id",
+            "\u{ff}",
+            &"x".repeat(119),
+            &"x".repeat(120),
+            &long,
+        ] {
+            let stable = forms(&StableHasher::with_seed(3), key);
+            let random = forms(&RandomState::new(), key);
+            for forms in [stable, random] {
+                let (_, want) = forms[forms.len() - 1];
+                for (name, got) in forms {
+                    assert_eq!(got, want, "{name} of a key of {} bytes", key.len());
+                }
+            }
+        }
+        let h = StableHasher::new();
+        assert_eq!(h.hash_item(b"id"), h.hash_bytes(b"id")); // [u8; 2]
+        assert_eq!(h.hash_item(&[7u8; 300]), h.hash_bytes(&[7u8; 300]));
+        assert_ne!(h.hash_item("id"), h.hash_item("ie"));
+        // An integer is its little-endian bytes: one item with the string of them, unless
+        // tagged.
+        assert_eq!(h.hash_item(&0x6469u16), h.hash_item("id"));
+        assert_ne!(h.hash_item(&(0u8, 0x6469u16)), h.hash_item(&(1u8, "id")));
+    }
+
+    /// The hash_item of an item that writes `calls`, as `Hash` would.
+    fn stream(calls: &[Call]) -> Hash128 {
+        struct Calls<'a>(&'a [Call]);
+        impl Hash for Calls<'_> {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                for call in self.0 {
+                    match call {
+                        Call::Bytes(b) => state.write(b),
+                        Call::U8(i) => state.write_u8(*i),
+                        Call::Usize(n) => state.write_usize(*n),
+                        Call::U64(i) => state.write_u64(*i),
+                    }
+                }
+            }
+        }
+        StableHasher::new().hash_item(&Calls(calls))
+    }
+
+    #[derive(Clone, Copy)]
+    enum Call {
+        Bytes(&'static [u8]),
+        U8(u8),
+        Usize(usize),
+        U64(u64),
+    }
+
+    /// Only the two whole shapes lose their terminator or length; everything else is hashed as
+    /// written (a slice that more calls follow keeps its length, behind it).
+    #[test]
+    fn only_a_lone_str_or_slice_loses_its_terminator_or_length() {
+        use Call::*;
+        let h = StableHasher::new();
+        let le = |n: u64| n.to_le_bytes();
+        let cat = |parts: &[&[u8]]| h.hash_bytes(&parts.concat());
+        assert_eq!(stream(&[Bytes(b"ab"), U8(0xff)]), cat(&[b"ab"]));
+        assert_eq!(stream(&[Usize(2), Bytes(b"ab")]), cat(&[b"ab"]));
+        // Not the shapes: hashed call for call.
+        assert_eq!(stream(&[Bytes(b"ab"), U8(0xfe)]), cat(&[b"ab\xfe"]));
+        assert_eq!(
+            stream(&[Bytes(b"ab"), U8(0xff), U8(0xff)]),
+            cat(&[b"ab\xff\xff"])
+        );
+        assert_eq!(
+            stream(&[Bytes(b"a"), Bytes(b"b"), U8(0xff)]),
+            cat(&[b"ab\xff"])
+        );
+        assert_eq!(stream(&[Usize(3), Bytes(b"ab")]), cat(&[&le(3), b"ab"]));
+        assert_eq!(
+            stream(&[Usize(2), Bytes(b"a"), Bytes(b"b")]),
+            cat(&[&le(2), b"ab"])
+        );
+        assert_eq!(stream(&[Usize(2)]), cat(&[&le(2)]));
+        assert_eq!(stream(&[U64(2), Bytes(b"ab")]), cat(&[&le(2), b"ab"]));
+        assert_eq!(
+            stream(&[Bytes(b"ab"), U8(0xff), Bytes(b"c"), U8(0xff)]),
+            cat(&[b"ab\xffc\xff"])
+        );
+        // A slice and more: its bytes, the rest, then its length.
+        assert_eq!(
+            stream(&[Usize(2), Bytes(b"ab"), U64(9)]),
+            cat(&[b"ab", &le(9), &le(2)])
+        );
+        assert_eq!(
+            stream(&[Usize(2), Bytes(b"ab"), Usize(1), Bytes(b"c")]),
+            cat(&[b"ab", &le(1), b"c", &le(2)])
+        );
+    }
+
+    /// Two byte strings in a tuple stay two fields: moving the first one's length behind keeps
+    /// every split apart (with the length in front dropped, `([], [0; 8])` and `(le(8), [])`
+    /// would both be `le(8)` then eight zeros).
+    #[test]
+    fn a_pair_of_byte_strings_keeps_its_split() {
+        let h = StableHasher::new();
+        let pair = |a: &[u8], b: &[u8]| h.hash_item(&(a.to_vec(), b.to_vec()));
+        assert_ne!(pair(&[], &[0; 8]), pair(&8u64.to_le_bytes(), &[]));
+        assert_ne!(pair(b"ab", b"c"), pair(b"a", b"bc"));
+        assert_ne!(pair(b"ab", b""), pair(b"", b"ab"));
+        // Strings carry their terminator, so pairs of them split apart as before.
+        assert_ne!(h.hash_item(&("ab", "c")), h.hash_item(&("a", "bc")));
     }
 
     #[test]

@@ -81,7 +81,7 @@ fn the_file_is_the_header_plus_the_bits_plus_a_checksum_per_mebibyte() {
     let filter = bloom(1_000_000, 0.01, Layout::Word);
     let file = bytes_of(&filter);
     let payload = filter.memory_bytes();
-    let header = ((86 + "seen/xxh3-128".len()).next_multiple_of(8) + 8) as u64;
+    let header = ((86 + "seen/xxh3-128/2".len()).next_multiple_of(8) + 8) as u64;
     assert_eq!(
         file.len() as u64,
         header + payload + 8 * payload.div_ceil(1 << 20)
@@ -654,7 +654,11 @@ fn golden_key(k: u64) -> Vec<u8> {
 
 /// The golden files under `tests/data/`: each must load and answer the pinned keys exactly as
 /// pinned. Set `SEEN_WRITE_GOLDEN=1` to write them (only when a format version is added: a v1
-/// file, once committed, is never rewritten; a change that needs it is a breaking change).
+/// file, once committed, is never rewritten; a change that needs it is a breaking change). They
+/// were rewritten once, before the first release, when the default hasher was renamed
+/// `seen/xxh3-128/2`: only the header's name changed, and the answers stayed as pinned (the keys
+/// are integers, which hash as before). The file of the old name is kept, see
+/// `a_file_of_the_retired_default_hasher_is_refused_and_converts_by_trusting`.
 #[test]
 fn golden_files_load_and_answer_as_pinned() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
@@ -688,6 +692,72 @@ fn golden_files_load_and_answer_as_pinned() {
             golden.name
         );
     }
+}
+
+/// `bloom-word-v1-retired-hasher.seen` is `bloom-word-v1.seen` as written before the default
+/// hasher was renamed (header name `seen/xxh3-128`, seed 0). Every default loader refuses it
+/// with an error that names the old hasher and says how to convert; loading it trusting the
+/// hasher gives the pinned answers (integer keys hash as before), and the saved copy carries the
+/// new name and loads.
+#[test]
+fn a_file_of_the_retired_default_hasher_is_refused_and_converts_by_trusting() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let old = data.join("bloom-word-v1-retired-hasher.seen");
+    let retired = seen::hash::HasherIdentity::new("seen/xxh3-128", 0);
+    let bytes = std::fs::read(&old).unwrap();
+    let refusals = [
+        AtomicBloomFilter::load(&old).unwrap_err(),
+        AtomicBloomFilter::read_from(&bytes[..]).unwrap_err(),
+        AtomicBloomFilter::import_chunks(bytes.chunks(100)).unwrap_err(),
+        AtomicBloomFilter::load_with_hasher(&old, StableHasher::new()).unwrap_err(),
+        AtomicBloomFilter::read_from_with_hasher(&bytes[..], StableHasher::with_seed(3))
+            .unwrap_err(),
+    ];
+    for error in refusals {
+        assert_eq!(
+            error,
+            Error::RetiredHasher {
+                file: retired.clone()
+            }
+        );
+        let message = error.to_string();
+        for part in [
+            "\"seen/xxh3-128\" with seed 0",
+            "read_from_trusting_hasher(input, StableHasher::with_seed(0))",
+            "rebuilt",
+        ] {
+            assert!(message.contains(part), "{part:?} not in: {message}");
+        }
+    }
+    // Another kind of structure asked for: that is the error, before the hasher.
+    assert!(matches!(
+        OverwriteMap::load(&old),
+        Err(Error::WrongStructure { .. })
+    ));
+
+    let converted =
+        AtomicBloomFilter::read_from_trusting_hasher(&bytes[..], StableHasher::with_seed(0))
+            .unwrap();
+    let (inserted, others) = golden_keys();
+    let answers: Vec<u8> = inserted
+        .iter()
+        .chain(&others)
+        .map(|k| u8::from(converted.contains(k)))
+        .collect();
+    let bloom_word = &goldens()[1];
+    assert_eq!(bloom_word.name, "bloom-word-v1.seen");
+    assert_eq!(xxhash_rust::xxh3::xxh3_64(&answers), bloom_word.digest);
+    let new = scratch("retired").join("converted.seen");
+    converted.save(&new).unwrap();
+    assert_eq!(
+        std::fs::read(&new).unwrap(),
+        std::fs::read(data.join("bloom-word-v1.seen")).unwrap()
+    );
+    assert!(
+        AtomicBloomFilter::load(&new)
+            .unwrap()
+            .contains(&inserted[0])
+    );
 }
 
 /// Two threads insert while a third saves and loads again and again: every key a writer had
@@ -1035,7 +1105,7 @@ fn map_files_are_laid_out_as_the_format_notes_say() {
         h1: ((u128::from(slot) << 64).div_ceil(u128::from(N))) as u64,
         h2,
     };
-    // 86 fixed bytes and the 13 of "seen/xxh3-128", to a multiple of 8, and the checksum.
+    // 86 fixed bytes and the 15 of "seen/xxh3-128/2", to a multiple of 8, and the checksum.
     const H: usize = 112;
     let check_header = |file: &[u8], kind: u8, payload: u64, records: u64| {
         assert_eq!(

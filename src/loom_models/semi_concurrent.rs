@@ -39,7 +39,7 @@ fn reader_during_compaction(
 
 /// An item whose summary slot is "a"'s (the filter of [`tiny`] has 64 slots, indexed by the low
 /// 6 bits of `h1`; checked in the models that use it).
-const SHARES_A_SLOT: &str = "b11";
+const SHARES_A_SLOT: &str = "b83";
 
 /// [`reader_during_compaction`] with B inserting `other`.
 fn reader_during_compaction_of(
@@ -98,7 +98,7 @@ fn removing_pending_before_the_swap_loses_items() {
     reader_during_compaction(|f| f.compact_removing_first(), |f, x| f.contains(x));
 }
 
-/// Two items share a summary slot: B's compaction may take "b11" while "a" is still pending (or
+/// Two items share a summary slot: B's compaction may take "b83" while "a" is still pending (or
 /// not yet inserted), and must lower the slot by its own hash only.
 #[test]
 fn an_item_sharing_a_summary_slot_is_never_lost_while_compacting() {

@@ -337,9 +337,10 @@ impl<H> OverwriteMap<H> {
     /// assert!(map.insert_hash(h));
     /// assert!(!map.insert_hash(h));
     /// assert!(map.contains_hash(h));
-    /// assert!(!map.contains(&b"raw key"[..])); // hash_item: another hash, another item
-    /// assert!(map.insert_hash(map.hasher().hash_item("x")));
-    /// assert!(map.contains("x")); // hash_item: the hash insert computes, the same item
+    /// assert!(map.contains("raw key")); // a string hashes as its bytes: the same item
+    /// assert!(!map.contains(&7u64)); // an integer hashes as its little-endian bytes
+    /// assert!(map.insert_hash(map.hasher().hash_item(&7u64)));
+    /// assert!(map.contains(&7u64)); // hash_item: the hash insert computes, the same item
     /// # Ok::<(), seen::Error>(())
     /// ```
     #[inline]

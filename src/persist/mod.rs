@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::Error;
 use crate::error::Corruption;
-use crate::hash::{HasherIdentity, ItemHasher, STABLE_NAME, StableHasher};
+use crate::hash::{HasherIdentity, ItemHasher, RETIRED_STABLE_NAME, STABLE_NAME, StableHasher};
 use format::{ChunkReader, ChunkWriter, Header, Kind};
 
 /// Writes a file: `header`, then the payload that `payload` writes, in checksummed chunks.
@@ -81,6 +81,9 @@ pub(crate) fn identity_of(hasher: &impl ItemHasher) -> Option<HasherIdentity> {
 pub(crate) fn stable_hasher(file: &Option<HasherIdentity>) -> Result<StableHasher, Error> {
     match file {
         Some(id) if id.name() == STABLE_NAME => Ok(StableHasher::with_seed(id.seed())),
+        Some(id) if id.name() == RETIRED_STABLE_NAME => {
+            Err(Error::RetiredHasher { file: id.clone() })
+        }
         other => Err(Error::HasherMismatch {
             file: other.clone(),
             given: StableHasher::new().identity(),
@@ -288,6 +291,10 @@ impl HasherCheck {
         }
         match (file, identity_of(&given)) {
             (Some(a), Some(b)) if *a == b => Ok(given),
+            // The default hasher given for a file of its retired version: say how to convert.
+            (Some(a), Some(b)) if a.name() == RETIRED_STABLE_NAME && b.name() == STABLE_NAME => {
+                Err(Error::RetiredHasher { file: a.clone() })
+            }
             (_, identity) => Err(Error::HasherMismatch {
                 file: file.clone(),
                 given: identity,

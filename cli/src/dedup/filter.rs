@@ -55,13 +55,24 @@ impl Filter {
         let name = path.display();
         let cannot = |e: Error| Failure(format!("cannot load the state {name}: {e}"));
         let loaded = if args.fixed {
-            Self::Bloom(AtomicBloomFilter::load(path).map_err(cannot)?)
+            Self::Bloom(
+                load_state(
+                    path,
+                    |p| AtomicBloomFilter::load(p),
+                    |input, hasher| AtomicBloomFilter::read_from_trusting_hasher(input, hasher),
+                )
+                .map_err(cannot)?,
+            )
         } else if let Some(window) = args.window {
             let period = args.period.expect("clap: --window requires --period");
             let clock = ManualClock::new(Duration::ZERO);
-            let filter = WindowedBloomFilter::load(path)
-                .map_err(cannot)?
-                .with_clock(clock.clone());
+            let filter = load_state(
+                path,
+                |p| WindowedBloomFilter::load(p),
+                |input, hasher| WindowedBloomFilter::read_from_trusting_hasher(input, hasher),
+            )
+            .map_err(cannot)?
+            .with_clock(clock.clone());
             let (generations, _) = generations(window, period)?;
             let asked = (Rotation::EveryAligned(period), generations);
             if (filter.rotation(), filter.generations()) == (asked.0, generations - 1) {
@@ -130,7 +141,12 @@ impl Filter {
             };
             Self::windowed(filter, clock, period, args)
         } else if let Some(later) = args.remember {
-            let map = OverwriteMap::load(path).map_err(cannot)?;
+            let map = load_state(
+                path,
+                |p| OverwriteMap::load(p),
+                |input, hasher| OverwriteMap::read_from_trusting_hasher(input, hasher),
+            )
+            .map_err(cannot)?;
             let asked = seen::sizing::overwrite_buckets(later, args.remember_probability)
                 .map_err(|e| Failure(format!("cannot build the filter: {e}")))?;
             if map.buckets() != asked {
@@ -144,10 +160,22 @@ impl Filter {
             }
             Self::Remember(map)
         } else {
-            match GrowingBloomFilter::load(path) {
+            let growing = load_state(
+                path,
+                |p| GrowingBloomFilter::load(p),
+                |input, hasher| GrowingBloomFilter::read_from_trusting_hasher(input, hasher),
+            );
+            match growing {
                 Ok(filter) => Self::Growing(filter),
                 // Before the filter grew by default, it was a fixed-size one.
-                Err(Error::WrongStructure { .. }) if AtomicBloomFilter::load(path).is_ok() => {
+                Err(Error::WrongStructure { .. })
+                    if load_state(
+                        path,
+                        |p| AtomicBloomFilter::load(p),
+                        |input, hasher| AtomicBloomFilter::read_from_trusting_hasher(input, hasher),
+                    )
+                    .is_ok() =>
+                {
                     return Err(Failure(format!(
                         "the state {name} holds a fixed-size filter (the default of an older \
                          seen; the default now grows past --capacity): pass --fixed to go on \
@@ -400,6 +428,33 @@ impl Filter {
                 args.remember_probability
             ),
         }
+    }
+}
+
+/// `load(path)`, or, for a state written before the library's default hasher took its current
+/// name (`Error::RetiredHasher`), the file read by `trusting` with the default hasher and the
+/// file's seed. The old hasher differs only for string items of the library's `insert`, which
+/// this command never used: it inserts `hash_bytes` of each key, which hashes as it did, so
+/// the old state answers as before, and its next save carries the current name.
+fn load_state<T>(
+    path: &Path,
+    load: impl FnOnce(&Path) -> Result<T, Error>,
+    trusting: impl FnOnce(&mut io::BufReader<std::fs::File>, StableHasher) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let file = match load(path) {
+        Err(Error::RetiredHasher { file }) => file,
+        other => return other,
+    };
+    let io_error = |e: io::Error| Error::Io {
+        kind: e.kind(),
+        message: format!("read {}: {e}", path.display()),
+    };
+    let mut input = io::BufReader::new(std::fs::File::open(path).map_err(io_error)?);
+    let loaded = trusting(&mut input, StableHasher::with_seed(file.seed()))?;
+    // `load` checked the length; the file may have changed since.
+    match io::Read::read(&mut input, &mut [0]).map_err(io_error)? {
+        0 => Ok(loaded),
+        _ => Err(Error::Corrupt(seen::Corruption::TrailingBytes)),
     }
 }
 

@@ -230,16 +230,24 @@ row seen-exact seen 'seen dedup --exact' "$SEEN" dedup --exact
 # No sizing flag: what a user who replaces `sort -u` with `seen dedup` gets. Its "missing vs
 # exact" cell is the new lines the default structure dropped on this input.
 row seen-default seen 'seen dedup' "$SEEN" dedup
-BLOOM="--capacity $CAPACITY --fpr $FPR"
+# A fixed-size filter sized for the input's distinct keys (`--fixed`; a seen before it was the
+# default, and takes no --fixed).
+if "$SEEN" dedup --help | grep -q -- '--fixed'; then
+    FIXED=(--fixed)
+else
+    FIXED=()
+fi
+BLOOM="${FIXED[*]} --capacity $CAPACITY --fpr $FPR"
+BLOOM=${BLOOM# }
 if [[ $HAVE_THREADS == yes ]]; then
-    row seen-bloom-t1 seen "seen dedup $BLOOM --threads 1" "$SEEN" dedup --capacity "$CAPACITY" --fpr "$FPR" --threads 1
-    row seen-bloom-t2 seen "seen dedup $BLOOM --threads 2" "$SEEN" dedup --capacity "$CAPACITY" --fpr "$FPR" --threads 2
+    row seen-bloom-t1 seen "seen dedup $BLOOM --threads 1" "$SEEN" dedup "${FIXED[@]}" --capacity "$CAPACITY" --fpr "$FPR" --threads 1
+    row seen-bloom-t2 seen "seen dedup $BLOOM --threads 2" "$SEEN" dedup "${FIXED[@]}" --capacity "$CAPACITY" --fpr "$FPR" --threads 2
 else
     if selected seen-bloom-t1 seen || selected seen-bloom-t2 seen; then
         THREADS_NOTE="This \`seen\` does not take \`--threads\` yet: its Bloom row runs without it (one thread), and there is no 2-thread row."
         say "$THREADS_NOTE"
     fi
-    row seen-bloom-t1 seen "seen dedup $BLOOM" "$SEEN" dedup --capacity "$CAPACITY" --fpr "$FPR"
+    row seen-bloom-t1 seen "seen dedup $BLOOM" "$SEEN" dedup "${FIXED[@]}" --capacity "$CAPACITY" --fpr "$FPR"
 fi
 ((${#ROW_ID[@]} > 0)) || die "TOOLS='$TOOLS' selects no command"
 

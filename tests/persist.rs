@@ -763,7 +763,8 @@ fn a_file_of_the_retired_default_hasher_is_refused_and_converts_by_trusting() {
 /// Two threads insert while a third saves and loads again and again: every key a writer had
 /// published (Release, after its insert returned) before a save began is in that save. Checks
 /// the last 1,000 keys published before each save (the ones racing it) and every 8th before
-/// them, so that many saves run while the writers do.
+/// them, so that many saves run while the writers do: the writers hold their last key until
+/// at least 3 saves are done, however busy the machine is.
 #[test]
 fn a_save_racing_two_writers_keeps_every_insert_that_happened_before_it() {
     const KEYS: usize = 2_000_000;
@@ -771,10 +772,16 @@ fn a_save_racing_two_writers_keeps_every_insert_that_happened_before_it() {
         let filter = &bloom(2 * KEYS as u64, 0.01, layout);
         let keys = [common::keys(10, KEYS), common::keys(11, KEYS)];
         let published = [AtomicU64::new(0), AtomicU64::new(0)];
+        let saved = &AtomicU64::new(0);
         let (saves, lost) = std::thread::scope(|s| {
             for (keys, published) in keys.iter().zip(&published) {
                 s.spawn(move || {
                     for (i, k) in keys.iter().enumerate() {
+                        if i == KEYS - 1 {
+                            while saved.load(Ordering::Acquire) < 3 {
+                                std::thread::yield_now();
+                            }
+                        }
                         filter.insert(k);
                         published.store(i as u64 + 1, Ordering::Release);
                     }
@@ -800,6 +807,7 @@ fn a_save_racing_two_writers_keeps_every_insert_that_happened_before_it() {
                         return (saves, lost);
                     }
                     saves += 1;
+                    saved.store(saves, Ordering::Release);
                 }
             });
             saver.join().unwrap()

@@ -463,6 +463,14 @@ fn load_state<T>(
 pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
     // The save writes the file a symbolic link leads to, beside it.
     let target = resolve(path);
+    // A chain that does not end (a loop) is the save's error too: found out now.
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Failure(format!(
+            "cannot save the state {}: its symbolic links do not lead to a file (more than 40, \
+             each to the next: a loop?)",
+            path.display()
+        )));
+    }
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

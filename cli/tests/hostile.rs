@@ -1,0 +1,43 @@
+//! What a hostile user of `seen dedup --state` found: each test a way the command printed
+//! records and then could not keep them.
+#![cfg(unix)]
+
+use std::path::PathBuf;
+
+mod common;
+
+use common::seen;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("seen-cli-hostile-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A `--state` that is a loop of symbolic links can never be saved: the run refuses it
+/// before it prints anything (it printed every record, then failed to save, so the next run
+/// printed them all again).
+#[test]
+fn a_state_that_is_a_loop_of_symbolic_links_is_refused_before_the_run() {
+    let dir = scratch("loop");
+    let (one, two) = (dir.join("one"), dir.join("two"));
+    std::os::unix::fs::symlink(&two, &one).unwrap();
+    std::os::unix::fs::symlink(&one, &two).unwrap();
+    let out = seen(
+        &[
+            "dedup",
+            "--capacity",
+            "1000",
+            "--state",
+            one.to_str().unwrap(),
+        ],
+        b"a\nb\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "printed before refusing: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("symbolic links"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

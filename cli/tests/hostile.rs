@@ -41,3 +41,40 @@ fn a_state_that_is_a_loop_of_symbolic_links_is_refused_before_the_run() {
     assert!(err.contains("symbolic links"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The lock file beside the state is the command's own: a symbolic link planted in its place
+/// (in a shared directory such as /tmp) is refused, not followed, so the file it points to is
+/// neither created nor truncated.
+#[test]
+fn a_symbolic_link_in_place_of_the_lock_file_is_refused_not_followed() {
+    let dir = scratch("locklink");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    let state = dir.join("st");
+    std::os::unix::fs::symlink(&victim, dir.join("st.lock")).unwrap();
+    let absent = dir.join("absent");
+    std::os::unix::fs::symlink(&absent, dir.join("other.lock")).unwrap();
+    for state in [state, dir.join("other")] {
+        let out = seen(
+            &[
+                "dedup",
+                "--capacity",
+                "1000",
+                "--state",
+                state.to_str().unwrap(),
+            ],
+            b"a\n",
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(out.stdout.is_empty(), "{err}");
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(!state.exists());
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+    assert!(
+        !absent.exists(),
+        "the lock created the file its link points to"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

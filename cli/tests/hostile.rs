@@ -78,3 +78,17 @@ fn a_symbolic_link_in_place_of_the_lock_file_is_refused_not_followed() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A `--state` that names a directory (`sub/`, which does not exist yet) can never be saved
+/// as a file: refused before the run (it printed every record, then failed to save).
+#[test]
+fn a_state_named_as_a_directory_is_refused_before_the_run() {
+    let dir = scratch("slash");
+    let state = format!("{}/sub/", dir.display());
+    let out = seen(&["dedup", "--capacity", "1000", "--state", &state], b"a\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "printed before refusing: {err}");
+    assert!(err.contains(&state), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -461,8 +461,23 @@ fn load_state<T>(
 /// Fails unless a file can be created beside `path` (as the save's temporary file will be):
 /// a state that cannot be saved is found out before the run, not after it printed everything.
 pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
+    // `sub/` is a directory's name, which no file can take (`Path` drops the slash).
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(Failure(format!(
+            "the state {} names a directory (it ends with /): name a file",
+            path.display()
+        )));
+    }
     // The save writes the file a symbolic link leads to, beside it.
     let target = resolve(path);
+    // A chain that does not end (a loop) is the save's error too: found out now.
+    if std::fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Failure(format!(
+            "cannot save the state {}: its symbolic links do not lead to a file (more than 40, \
+             each to the next: a loop?)",
+            path.display()
+        )));
+    }
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

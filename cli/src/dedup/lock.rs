@@ -39,6 +39,19 @@ pub(super) fn lock_path(path: &Path) -> PathBuf {
 pub(super) fn lock(path: &Path) -> Result<StateLock, Failure> {
     let lock = lock_path(path);
     let state = path.display();
+    // The lock file is this command's own, never followed: a link planted in its place (in a
+    // shared directory) would have the open create, and the PID below overwrite, the file it
+    // points to.
+    let planted = || {
+        Failure(format!(
+            "cannot lock the state {state}: {} is a symbolic link, not a lock file of seen: \
+             remove it",
+            lock.display()
+        ))
+    };
+    if std::fs::symlink_metadata(&lock).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(planted());
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -73,10 +86,30 @@ pub(super) fn lock(path: &Path) -> Result<StateLock, Failure> {
             )));
         }
     }
+    // A link put in place between the check and the open: the file opened is not the one at
+    // the path.
+    if !same_file(&file, &lock) {
+        return Err(planted());
+    }
     // Who holds it, for the message of a run that finds it taken.
     let _ = file
         .set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| writeln!(file, "{}", std::process::id()));
     Ok(StateLock { _file: file })
+}
+
+/// Whether `file` is the file at `path` itself (not one a symbolic link there leads to).
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &File, path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_symlink())
 }

@@ -745,10 +745,14 @@ impl Reader {
                 if crate::oom::fallible(|| spare.bytes.try_reserve(want)).is_err() {
                     let why = io::Error::new(
                         io::ErrorKind::OutOfMemory,
-                        format!(
-                            "out of memory: a record of more than {len} bytes (no terminator \
-                             in them)"
-                        ),
+                        if len >= 4 * CHUNK {
+                            format!(
+                                "out of memory: a record of more than {len} bytes (no \
+                                 terminator in them)"
+                            )
+                        } else {
+                            "out of memory: no room for the next bytes of input".to_string()
+                        },
                     );
                     // The records before it are whole; the partial one is dropped (its
                     // memory with it).
@@ -986,7 +990,8 @@ impl Sequencer {
             }
         }
         o.count = o.count.saturating_add(new);
-        if o.count > capacity && !o.warned {
+        // Only new keys pass the capacity (a loaded state's estimate may sit just above it).
+        if new > 0 && o.count > capacity && !o.warned {
             o.warned = true;
             let why = self.filter.overfill_warning(&self.args, capacity);
             if let Some(bar) = &self.progress {
@@ -1404,8 +1409,7 @@ fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
                         "seen: saving --state, which ends in a moment (a third signal stops \
                          without waiting)"
                     );
-                    // The handler returns, to see a third signal.
-                    std::thread::spawn(|| {
+                    let wait = || {
                         loop {
                             std::thread::sleep(Duration::from_millis(10));
                             match *SAVE.lock().unwrap_or_else(PoisonError::into_inner) {
@@ -1415,7 +1419,12 @@ fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
                                 _ => {}
                             }
                         }
-                    });
+                    };
+                    // On another thread, so that the handler returns to see a third signal
+                    // (here, if the system gives no thread).
+                    if std::thread::Builder::new().spawn(wait).is_err() {
+                        wait();
+                    }
                 }
                 _ => {
                     say!(
@@ -1430,13 +1439,21 @@ fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
         }
         let _ = FIRST.set(Instant::now());
         let sequencer = Arc::clone(&sequencer);
-        // The handler must return to see a second signal: finish on another thread.
-        std::thread::spawn(move || {
+        // The handler must return to see a second signal: finish on another thread (here,
+        // if the system gives no thread).
+        let end = |sequencer: Arc<Mutex<Sequencer>>| {
             let mut s = lock(&sequencer);
             if !s.pipeline {
                 interrupted(&mut s);
             }
-        });
+        };
+        let other = Arc::clone(&sequencer);
+        if std::thread::Builder::new()
+            .spawn(move || end(other))
+            .is_err()
+        {
+            end(Arc::clone(&sequencer));
+        }
     });
     // Without a handler (another one is installed), a signal ends the process as usual: the
     // state file keeps its last save.
@@ -1500,6 +1517,16 @@ fn one_thread(
     Ok(())
 }
 
+/// Starts a thread of the pipeline; a system that cannot give one (out of memory, a limit on
+/// threads) is the run's failure, one line, not a panic.
+fn spawn(f: impl FnOnce() + Send + 'static) -> Result<(), Stop> {
+    std::thread::Builder::new().spawn(f).map(drop).map_err(|e| {
+        Stop::Input(Failure(format!(
+            "cannot start a thread: {e} (try --threads 1)"
+        )))
+    })
+}
+
 /// Chunks read but not yet written, and whether the reader may add more.
 #[derive(Default)]
 struct Intake {
@@ -1533,7 +1560,7 @@ fn pipeline(
     }
     let intake = Arc::new(Mutex::new(Intake::default()));
     let reader_intake = Arc::clone(&intake);
-    std::thread::spawn(move || {
+    spawn(move || {
         while let Ok(spare) = recycled.recv() {
             let Some(work) = reader.next(spare) else {
                 break;
@@ -1548,7 +1575,7 @@ fn pipeline(
                 break;
             }
         }
-    });
+    })?;
     let keyer = Arc::new(keyer);
     for _ in 0..threads {
         let (input, output) = (for_workers.clone(), to_writer.clone());
@@ -1558,14 +1585,14 @@ fn pipeline(
             Arc::clone(&shards),
             Arc::clone(&written),
         );
-        std::thread::spawn(move || {
+        spawn(move || {
             for mut work in input {
                 work.prepare(&keyer, &filter, terminator, shards.len());
                 decide_in_shards(Arc::new(work), &shards, &filter, &written, |done| {
                     let _ = output.send(done);
                 });
             }
-        });
+        })?;
     }
     drop((for_workers, to_writer));
     let mut pending: BTreeMap<u64, Arc<Work>> = BTreeMap::new();

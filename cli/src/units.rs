@@ -27,6 +27,17 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("not a size from 1 byte to 2^64: {text:?}"))
 }
 
+/// A size as it is written on the command line: in the largest binary unit that divides it
+/// (`256MiB`, `4KiB`), else in bytes (`1000B`).
+pub(crate) fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// A duration: a whole number and a unit (`s`, `m`, `h`, `d`, `w`; `ms` for tests), for
 /// example `8d` or `90m`.
 pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -79,6 +90,14 @@ pub(crate) fn format_duration(d: std::time::Duration) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn sizes_are_written_as_they_are_parsed() {
+        for text in ["256MiB", "4KiB", "1GiB", "3TiB", "1000B", "1500KiB"] {
+            assert_eq!(format_size(parse_size(text).unwrap()), text);
+        }
+        assert_eq!(format_size(parse_size("1MB").unwrap()), "1000000B");
+    }
 
     #[test]
     fn sizes() {

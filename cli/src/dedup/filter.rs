@@ -354,9 +354,10 @@ impl Filter {
                 format_duration(period)
             ),
             (_, Some(bytes), _) => format!(
-                "more than the {capacity} distinct keys that --memory {bytes} bytes holds at --fpr \
-                 {}: {rate}; drop --memory (the filter then grows past its capacity), or give it \
+                "more than the {capacity} distinct keys that --memory {} holds at --fpr {}: \
+                 {rate}; drop --memory (the filter then grows past its capacity), or give it \
                  more",
+                crate::units::format_size(bytes),
                 args.fpr
             ),
             _ => format!(

@@ -1,5 +1,5 @@
-//! What a hostile user of `seen dedup --state` found: each test a way the command printed
-//! records and then could not keep them.
+//! `--state` paths that cannot be saved (a loop of links, a name of a directory) or that are not
+//! what they seem (a link in place of the lock file): refused before the run prints anything.
 #![cfg(unix)]
 
 use std::path::PathBuf;

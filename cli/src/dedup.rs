@@ -194,8 +194,8 @@ pub(crate) struct Dedup {
     /// Threads that split, hash and decide records (default: one per core). With 2 or more,
     /// one more thread reads and the main thread writes, in input order. Every key is decided
     /// by one thread in input order, so the output is in input order and no key is printed
-    /// twice. With --exact, --remember or --time-field it is the same for every count; a
-    /// Bloom filter's rare false positives may differ.
+    /// twice. With --exact (fingerprint collisions aside), --remember or --time-field it is
+    /// the same for every count; a Bloom filter's rare false positives may differ.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
     threads: Option<u64>,
 }

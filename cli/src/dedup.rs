@@ -421,19 +421,13 @@ impl Shard {
                 let latest = (now().as_nanos() as u64).saturating_add(span);
                 let mut refused = None;
                 for (at, &i) in mine.iter().enumerate() {
-                    let t = work.times[i];
-                    if t > latest {
+                    if self
+                        .advance(work.times[i], latest, span, &mut decided)
+                        .is_none()
+                    {
                         decided.failed = Some((i, TOO_LATE.to_string()));
                         refused = Some(at);
                         break;
-                    }
-                    if t >= self.time {
-                        self.time = t;
-                    } else {
-                        decided.late += 1;
-                        if self.time - t > span {
-                            decided.very_late += 1;
-                        }
                     }
                     let at_period = self.time / period;
                     let ahead = at_period.saturating_sub(self.period_index);
@@ -550,26 +544,37 @@ impl Shard {
                 let latest = wall.saturating_add(span);
                 for i in mine {
                     if *from_records {
-                        let t = work.times[i];
-                        if t > latest {
-                            decided.failed = Some((i, TOO_LATE.to_string()));
-                            break;
-                        }
-                        if t >= self.time {
-                            self.time = t;
-                            tick(t, self);
-                        } else {
-                            decided.late += 1;
-                            if self.time - t > span {
-                                decided.very_late += 1;
+                        match self.advance(work.times[i], latest, span, &mut decided) {
+                            None => {
+                                decided.failed = Some((i, TOO_LATE.to_string()));
+                                break;
                             }
+                            Some(true) => tick(self.time, self),
+                            Some(false) => {}
                         }
                     }
-                    new.push(filter.insert_hash(work.hashes[i]));
+                    decided.new.push(filter.insert_hash(work.hashes[i]));
                 }
             }
         }
         decided
+    }
+
+    /// Moves the records' clock to `t`, never back: `Some(true)` when it moved on,
+    /// `Some(false)` for a record older than the clock (counted late, and very late when older
+    /// by more than `span`, the window), `None` for a time past `latest` (refused: it would
+    /// forget every key, and hold the clock there).
+    fn advance(&mut self, t: u64, latest: u64, span: u64, decided: &mut Decided) -> Option<bool> {
+        if t > latest {
+            return None;
+        }
+        if t >= self.time {
+            self.time = t;
+            return Some(true);
+        }
+        decided.late += 1;
+        decided.very_late += u64::from(self.time - t > span);
+        Some(false)
     }
 
     /// Inserts into the structure the pending keys of the records before `cut`, in input

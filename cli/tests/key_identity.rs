@@ -6,21 +6,14 @@
 mod common;
 
 use std::hash::Hash;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::seen;
+use common::{scratch, seen};
 use seen::hash::{Hash128, HasherIdentity, ItemHasher, StableHasher};
 use seen::{AtomicBloomFilter, GrowingBloomFilter, Layout, OverwriteMap, WindowedBloomFilter};
 
 /// A directory of this test's own, emptied.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seen-cli-key-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The lines of the tests: plain, with spaces and tabs, non-ASCII, long (past the hasher's
 /// inline buffer), and numbers that are not integers to the command (it keys by bytes).
 fn lines(n: usize) -> Vec<String> {

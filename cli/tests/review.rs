@@ -3,21 +3,13 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::seen;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seen-review-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, seen, stderr_of};
 
 /// Starts `seen` with `args` (input from a file or an open pipe), its output lines collected
 /// by a thread: the receiver gets each line, then `None` at the end.
@@ -44,17 +36,6 @@ fn collect(rx: &mpsc::Receiver<Option<String>>, into: &mut Vec<String>) {
     while let Ok(Some(line)) = rx.recv_timeout(Duration::from_secs(60)) {
         into.push(line);
     }
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    err
 }
 
 /// Sends `signal` to `pids` with one `kill` command: `kill -INT 7 7` signals twice within

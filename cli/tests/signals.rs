@@ -3,14 +3,14 @@
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 mod common;
 
-use common::seen;
+use common::{scratch, seen};
 
 /// A running `seen`, fed by the test, its output lines collected by a thread.
 struct Running {
@@ -78,13 +78,6 @@ impl Running {
         let rest = self.lines.iter().collect();
         (status.code(), err, rest)
     }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seen-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn files_in(dir: &Path) -> Vec<String> {

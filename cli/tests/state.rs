@@ -3,20 +3,13 @@
 #![cfg(unix)]
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::seen;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seen-cli-state-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, seen, stderr_of};
 
 fn start(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_seen"))
@@ -26,17 +19,6 @@ fn start(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn stderr_of(child: &mut Child) -> String {
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    err
 }
 
 fn strs(v: &[String]) -> Vec<&str> {

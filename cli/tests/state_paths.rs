@@ -2,18 +2,9 @@
 //! what they seem (a link in place of the lock file): refused before the run prints anything.
 #![cfg(unix)]
 
-use std::path::PathBuf;
-
 mod common;
 
-use common::seen;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seen-cli-hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, seen};
 
 /// A `--state` that is a loop of symbolic links can never be saved: the run refuses it
 /// before it prints anything (it printed every record, then failed to save, so the next run

@@ -52,3 +52,19 @@ pub(crate) fn first_occurrences(input: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// A fresh scratch directory for one test: `seen-cli-NAME-PID` in the temporary directory,
+/// emptied first (the PID tells the test binaries apart; NAME the tests within one).
+pub(crate) fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("seen-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Everything a child wrote on its standard error (piped), to its end.
+pub(crate) fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}

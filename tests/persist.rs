@@ -1253,10 +1253,18 @@ fn a_semi_save_racing_writers_and_compactions_keeps_every_insert_before_it() {
         .unwrap();
     let keys = [common::keys(50, KEYS), common::keys(51, KEYS)];
     let published = [AtomicU64::new(0), AtomicU64::new(0)];
+    let saved = &AtomicU64::new(0);
     let (saves, lost) = std::thread::scope(|s| {
         for (keys, published) in keys.iter().zip(&published) {
             s.spawn(move || {
                 for (i, k) in keys.iter().enumerate() {
+                    // The writers hold their last key until 3 saves are done, however busy
+                    // the machine is.
+                    if i == KEYS - 1 {
+                        while saved.load(Ordering::Acquire) < 3 {
+                            std::thread::yield_now();
+                        }
+                    }
                     filter.insert(k);
                     published.store(i as u64 + 1, Ordering::Release);
                 }
@@ -1288,6 +1296,7 @@ fn a_semi_save_racing_writers_and_compactions_keeps_every_insert_before_it() {
                 return (saves, lost);
             }
             saves += 1;
+            saved.store(saves, Ordering::Release);
         }
     });
     assert_eq!(lost, 0, "keys lost over {saves} saves");
@@ -1403,19 +1412,25 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
             common::keys(82 + 10 * round, KEYS / 4),
         ];
         let writing = AtomicU64::new(2);
+        let merged = &AtomicU64::new(0);
+        // Each writer holds its last key until a union is done, however busy the machine is.
+        let write = |filter: &AtomicBloomFilter, keys: &[u64]| {
+            let (last, rest) = keys.split_last().unwrap();
+            rest.iter().for_each(|k| _ = filter.insert(k));
+            while merged.load(Ordering::Acquire) < 1 {
+                std::thread::yield_now();
+            }
+            filter.insert(last);
+            writing.fetch_sub(1, Ordering::Release);
+        };
         let unions = std::thread::scope(|s| {
-            s.spawn(|| {
-                into_target.iter().for_each(|k| _ = target.insert(k));
-                writing.fetch_sub(1, Ordering::Release);
-            });
-            s.spawn(|| {
-                into_source.iter().for_each(|k| _ = source.insert(k));
-                writing.fetch_sub(1, Ordering::Release);
-            });
+            s.spawn(|| write(target, &into_target));
+            s.spawn(|| write(source, &into_source));
             let mut unions = 0;
             while writing.load(Ordering::Acquire) > 0 {
                 target.union(source).unwrap();
                 unions += 1;
+                merged.store(unions, Ordering::Release);
             }
             unions
         });
@@ -2234,12 +2249,20 @@ fn a_window_save_racing_writers_and_rotations_keeps_every_live_insert() {
     // The newest generation a writer has inserted into: the rotator leaves none empty, so
     // that the generation in the spare when a save begins holds keys to check.
     let filled = &AtomicU64::new(0);
+    let saves_done = &AtomicU64::new(0);
     let (saves, checked, lost, gone, back, rotations) = std::thread::scope(|s| {
         for (keys, marks) in keys.iter().zip(&marks) {
             let done = &done;
             s.spawn(move || {
                 let (mut current, mut here) = (u64::MAX, 0);
                 for (i, k) in keys.iter().enumerate() {
+                    // The writers hold their last key until 3 saves are done, however busy
+                    // the machine is.
+                    if i == KEYS - 1 {
+                        while saves_done.load(Ordering::Acquire) < 3 {
+                            std::thread::yield_now();
+                        }
+                    }
                     // At most a quarter of a generation's capacity per writer and generation,
                     // waiting for the rotator when it is descheduled: an overfull generation
                     // would answer "seen" to most keys, forgotten or not.
@@ -2318,6 +2341,7 @@ fn a_window_save_racing_writers_and_rotations_keeps_every_live_insert() {
                 return (saves, checked, lost, gone, back, rotations);
             }
             saves += 1;
+            saves_done.store(saves, Ordering::Release);
         }
     });
     println!(

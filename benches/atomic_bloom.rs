@@ -1,7 +1,7 @@
 //! `AtomicBloomFilter` against `fastbloom::AtomicBloomFilter`, side by side in one run.
 //!
 //! Groups `insert`, `contains_hit`, `contains_miss`; functions `seen_word`, `seen_line`,
-//! `seen_word_batch` (`insert_all` / `contains_all` over 1024 keys at a time), `fastbloom_atomic`;
+//! `seen_word_batch` (`insert_counting_new` / `count_contained` over 1024 keys at a time), `fastbloom_atomic`;
 //! parameter `{items}/{threads}t`. Filters are sized for `items` at fpr 0.01; keys are u64.
 //!
 //! - `insert` inserts fresh keys into a filter that is rebuilt (untimed) whenever it reaches
@@ -69,10 +69,10 @@ impl Filter for SeenBatch {
         self.0.contains(key)
     }
     fn insert_chunk(&self, keys: &[u64]) -> usize {
-        self.0.insert_all(keys)
+        self.0.insert_counting_new(keys)
     }
     fn contains_chunk(&self, keys: &[u64]) -> usize {
-        self.0.contains_all(keys)
+        self.0.count_contained(keys)
     }
 }
 
@@ -280,7 +280,7 @@ fn layouts(c: &mut Criterion) {
             });
             group.finish();
             let filter = make();
-            filter.insert_all(&(0..LAYOUT_ITEMS).collect::<Vec<_>>());
+            filter.insert_counting_new(&(0..LAYOUT_ITEMS).collect::<Vec<_>>());
             for (group_name, offset) in [("layout_contains_hit", 0), ("layout_contains_miss", MISS)]
             {
                 let mut group = c.benchmark_group(group_name);

@@ -135,7 +135,7 @@ fn persist(c: &mut Criterion) {
             .layout(Layout::Word)
             .build()
             .unwrap();
-        filter.insert_all(&(0..n).collect::<Vec<_>>());
+        filter.insert_counting_new(&(0..n).collect::<Vec<_>>());
         measure(c, "bloom_word", label, &filter);
         drop(filter);
 

@@ -171,7 +171,7 @@ impl Separate {
             .map(|g| {
                 let f = AtomicBloomFilter::builder(n).fpr(rate).build().unwrap();
                 fill(g, n, &|keys| {
-                    f.insert_all(keys);
+                    f.insert_counting_new(keys);
                 });
                 f
             })
@@ -398,7 +398,7 @@ impl Structures<'_> {
                 .unwrap();
             for g in 0..FILTERS as u64 {
                 fill(g, self.n, &|keys| {
-                    f.insert_all(keys);
+                    f.insert_counting_new(keys);
                 });
             }
             println!(

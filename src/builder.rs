@@ -2,7 +2,8 @@
 //!
 //! Every Bloom filter is built from one [`BloomConfig`] (capacity, false-positive rate,
 //! [`Layout`](crate::Layout), hasher) through one [`BloomBuilder`], whose second parameter holds
-//! the structure's own options ([`AtomicOptions`], [`SemiOptions`]). The capacity is the
+//! the structure's own options ([`AtomicOptions`], [`SemiOptions`], [`GrowingOptions`],
+//! [`WindowOptions`] with its [`Rotation`] schedule). The capacity is the
 //! builder's argument and everything else has a default, so `build()` never reports a missing
 //! parameter.
 //!
@@ -20,5 +21,7 @@
 //! # Ok::<(), seen::Error>(())
 //! ```
 
-pub use crate::bloom::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
+pub use crate::bloom::{
+    AtomicOptions, BloomBuilder, BloomConfig, GrowingOptions, Rotation, SemiOptions, WindowOptions,
+};
 pub use crate::overwrite::{MapBuilder, MapSize};

@@ -128,7 +128,7 @@ pub enum Error {
         what: &'static str,
     },
     /// A [`GrowingBloomFilter`](crate::GrowingBloomFilter) built with
-    /// [`non_scaling`](crate::GrowingOptions::non_scaling) holds its capacity of new items: the
+    /// [`scaling(false)`](crate::builder::BloomBuilder::scaling) holds its capacity of new items: the
     /// item was not inserted (RedisBloom's `NONSCALING` filter is full). Items already in the
     /// filter are still answered.
     Full {

@@ -148,8 +148,7 @@ mod sync;
 
 pub use bloom::{
     AtomicBloomFilter, BloomInfo, CompactionStats, FrozenBloomFilter, GrowingBloomFilter,
-    GrowingOptions, LayerInfo, Rotation, SemiConcurrentBloomFilter, WindowOptions,
-    WindowedBloomFilter,
+    LayerInfo, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
 pub use error::{Corruption, Error};
 pub use filter::DedupFilter;

@@ -47,10 +47,10 @@ proptest! {
         let layout = if line { Layout::Line } else { Layout::Word };
         let (one, batch) = (filter(100, 0.01, layout), filter(100, 0.01, layout));
         let new_one = items.iter().filter(|i| one.insert(*i)).count();
-        prop_assert_eq!(batch.insert_all(&items), new_one);
-        prop_assert_eq!(batch.contains_all(&items), items.len());
+        prop_assert_eq!(batch.insert_counting_new(&items), new_one);
+        prop_assert_eq!(batch.count_contained(&items), items.len());
         let probe: Vec<u64> = (0..1000).collect();
-        prop_assert_eq!(one.contains_all(&probe), probe.iter().filter(|i| batch.contains(*i)).count());
+        prop_assert_eq!(one.count_contained(&probe), probe.iter().filter(|i| batch.contains(*i)).count());
     }
 }
 
@@ -197,8 +197,8 @@ fn measured_fpr_at_capacity_is_at_or_below_target() {
         let fresh = keys(4, queries); // disjoint from `inserted` up to a 2^-64 collision
         for layout in LAYOUTS {
             let f = filter(capacity, fpr, layout);
-            f.insert_all(&inserted);
-            let hits = f.contains_all(&fresh);
+            f.insert_counting_new(&inserted);
+            let hits = f.count_contained(&fresh);
             let measured = hits as f64 / queries as f64;
             eprintln!(
                 "{layout:?} p={fpr}: measured {measured:.6} with {:.2} bits/item, k={}",
@@ -223,7 +223,7 @@ fn measured_fpr_at_capacity_is_at_or_below_target() {
 fn estimated_len_tracks_the_number_of_items() {
     for layout in LAYOUTS {
         let f = filter(1_000_000, 0.01, layout);
-        f.insert_all(&keys(5, 300_000));
+        f.insert_counting_new(&keys(5, 300_000));
         let n = f.estimated_len() as f64;
         assert!((n / 300_000.0 - 1.0).abs() < 0.02, "{layout:?}: {n}");
     }
@@ -232,7 +232,7 @@ fn estimated_len_tracks_the_number_of_items() {
 #[test]
 fn overfull_filter_reports_its_rising_fpr() {
     let f = filter(10_000, 0.01, Layout::Word);
-    f.insert_all(&keys(6, 20_000));
+    f.insert_counting_new(&keys(6, 20_000));
     assert!(f.estimated_fpr() > 0.05, "{}", f.estimated_fpr());
 }
 
@@ -272,7 +272,7 @@ fn invalid_parameters_are_errors() {
 }
 
 /// The batch operations (`insert_many`, `contains_many` and their `_hashes` forms, and
-/// `insert_all` / `contains_all` built on them) against one-by-one calls: the same answer for
+/// `insert_counting_new` / `count_contained` built on them) against one-by-one calls: the same answer for
 /// every item, in order, and the same bits after. Both layouts, a small filter and one past
 /// 8 MiB (advised onto huge pages), with items repeated within a group of 16 and across
 /// groups, and a length that is not a multiple of 16.
@@ -308,8 +308,8 @@ fn batch_operations_agree_with_one_by_one() {
         assert_eq!(hits[1..], one_by_one[..], "{layout:?} {capacity}");
         assert_eq!(present, one_by_one.iter().filter(|&&h| h).count());
         assert_eq!(many.estimated_len(), one.estimated_len());
-        assert_eq!(many.contains_all(&items), items.len());
-        assert_eq!(many.insert_all(&items), 0);
+        assert_eq!(many.count_contained(&items), items.len());
+        assert_eq!(many.insert_counting_new(&items), 0);
         // Precomputed hashes take the same path.
         let hashes = items.iter().map(|k| many.hasher().hash_item(k));
         got.clear();

@@ -265,7 +265,7 @@ fn crafted_bloom_filter_headers_are_refused() {
             .layout(layout)
             .build()
             .unwrap();
-        filter.insert_all(&keys);
+        filter.insert_counting_new(&keys);
         let good = written(|out| filter.write_to(out));
         let load = |bytes: &[u8]| AtomicBloomFilter::read_from(bytes);
         let mut cases = bloom_header_cases(10_000, 0.01);

@@ -178,7 +178,7 @@ fn threads_inserting_disjoint_keys_through_many_growths_see_their_own_and_each_o
 fn a_non_scaling_filter_refuses_new_items_once_full_and_still_answers() {
     let f = GrowingBloomFilter::builder(5000)
         .fpr(0.01)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     assert!(!f.is_scaling());
@@ -296,7 +296,7 @@ fn errors_quote_the_callers_target_and_derive_the_layers_rate() {
     // A non-scaling filter's one layer gets the target itself: the plain error, which quotes it.
     let e = GrowingBloomFilter::builder(10)
         .fpr(1e-6)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap_err();
     assert!(

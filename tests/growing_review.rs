@@ -106,7 +106,7 @@ fn a_non_scaling_filter_holds_its_whole_capacity_before_refusing() {
     ] {
         let f = GrowingBloomFilter::builder(capacity)
             .fpr(0.01)
-            .non_scaling()
+            .scaling(false)
             .build()
             .unwrap();
         let mut accepted = 0u64;
@@ -159,7 +159,7 @@ fn a_subnormal_tightening_ends_the_schedule_with_a_documented_error() {
 #[test]
 fn info_of_a_non_scaling_filter_says_it_does_not_grow() {
     let f = GrowingBloomFilter::builder(100)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     let info = f.info();
@@ -192,7 +192,7 @@ fn expansion_2_reaches_64_layers_only_from_an_initial_capacity_of_1() {
 fn the_sizing_of_a_non_scaling_filter_does_not_describe_layers_it_never_has() {
     let f = GrowingBloomFilter::builder(100)
         .tightening(0.9)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     let s = f.sizing();
@@ -251,7 +251,7 @@ fn a_non_scaling_filter_under_two_threads_does_not_overfill() {
         let capacity = 2000u64;
         let f = GrowingBloomFilter::builder(capacity)
             .fpr(0.01)
-            .non_scaling()
+            .scaling(false)
             .build()
             .unwrap();
         let (a, b) = (keys(60 + 2 * round, 3000), keys(61 + 2 * round, 3000));

@@ -100,7 +100,7 @@ fn a_header_capacity_the_first_layer_cannot_hold_is_refused() {
 #[test]
 fn a_non_scaling_file_flipped_to_scaling_is_refused_or_keeps_the_target() {
     let f = GrowingBloomFilter::builder(2000)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     for k in keys(180, 1999) {
@@ -209,7 +209,7 @@ fn a_scaling_file_whose_newest_layer_is_full_grows_at_the_next_new_insert() {
 #[test]
 fn a_non_scaling_file_counts_on_exactly() {
     let f = GrowingBloomFilter::builder(100)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     for k in keys(163, 50) {
@@ -247,7 +247,7 @@ fn a_non_scaling_file_counts_on_exactly() {
 fn non_scaling_refuses_at_exactly_the_capacity() {
     for cap in [1u64, 2, 100, 1000, 200_000] {
         let f = GrowingBloomFilter::builder(cap)
-            .non_scaling()
+            .scaling(false)
             .build()
             .unwrap();
         let mut new = 0u64;
@@ -270,7 +270,7 @@ fn non_scaling_refuses_at_exactly_the_capacity() {
     for round in 0..20 {
         let cap = 5000;
         let f = GrowingBloomFilter::builder(cap)
-            .non_scaling()
+            .scaling(false)
             .build()
             .unwrap();
         let a = keys(200 + round, 6000);
@@ -388,7 +388,7 @@ fn serde_round_trip() {
     assert_eq!(loaded.layer_info(), f.layer_info());
     assert_eq!(loaded.info(), f.info());
     let nf = GrowingBloomFilter::builder(10)
-        .non_scaling()
+        .scaling(false)
         .build()
         .unwrap();
     let loaded: GrowingBloomFilter =

@@ -381,7 +381,7 @@ fn a_key_is_one_item_in_every_form_in_the_exact_map() {
             .into_iter()
             .collect();
             let record = ExactOverwriteMap::with_buckets(1000).unwrap();
-            record.insert_hash(record.hasher().hash_bytes(text.as_bytes()), text);
+            record.insert_hashed(record.hasher().hash_bytes(text.as_bytes()), text);
             maps.push(("insert_hash(hash_bytes)", record));
             for (inserted, map) in maps {
                 let mut file = Vec::new();
@@ -399,7 +399,7 @@ fn a_key_is_one_item_in_every_form_in_the_exact_map() {
                     // The hash the other structures compute for the key, in any form.
                     for (form, found) in each_form!(text, $array, |x| {
                         let hash = m.hasher().hash_item(x);
-                        m.contains_hash(hash, text) && map_of(hash).contains(x)
+                        m.contains_hashed(hash, text) && map_of(hash).contains(x)
                     }) {
                         assert!(found, "{inserted}: hash_item of {form}{state}");
                     }

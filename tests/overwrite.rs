@@ -193,15 +193,15 @@ fn hash_level_methods_agree_with_item_methods() {
         assert_eq!(map.insert_hash(h), !was);
         assert!(map.contains(&k) && !map.insert(&k));
         let was = exact.contains(&bytes);
-        assert_eq!(exact.contains_hash(hb, &bytes), was);
-        assert_eq!(exact.insert_hash(hb, &bytes), !was);
+        assert_eq!(exact.contains_hashed(hb, &bytes), was);
+        assert_eq!(exact.insert_hashed(hb, &bytes), !was);
         assert!(exact.contains(&bytes) && !exact.insert(&bytes));
         // A hash of another key: whatever that slot holds, it is not these bytes.
         let wrong = exact.hasher().hash_bytes(&(k ^ 1).to_le_bytes());
-        assert!(!exact.contains_hash(wrong, &(k ^ 2).to_le_bytes()));
+        assert!(!exact.contains_hashed(wrong, &(k ^ 2).to_le_bytes()));
         if k % 2 == 0 {
             assert!(map.forget_hash(h) && !map.contains(&k));
-            assert!(exact.forget_hash(hb, &bytes) && !exact.contains(&bytes));
+            assert!(exact.forget_hashed(hb, &bytes) && !exact.contains(&bytes));
         }
     }
     let (mut map, mut exact) = (map, exact);

@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use seen::builder::Rotation;
 use seen::clock::{Clock, ManualClock, TimeBase};
 use seen::hash::{ItemHasher, StableHasher};
 use seen::{
     AtomicBloomFilter, Corruption, Error, ExactOverwriteMap, GrowingBloomFilter, Layout,
-    OverwriteMap, Rotation, SemiConcurrentBloomFilter, WindowedBloomFilter,
+    OverwriteMap, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
 
 fn bloom(capacity: u64, fpr: f64, layout: Layout) -> AtomicBloomFilter {
@@ -54,7 +55,7 @@ fn a_loaded_filter_answers_exactly_as_the_saved_one() {
         for (capacity, fpr) in [(1, 0.5), (1000, 0.01), (200_000, 1e-4)] {
             let filter = bloom(capacity, fpr, layout);
             let inserted = common::keys(1, capacity as usize);
-            filter.insert_all(&inserted);
+            filter.insert_counting_new(&inserted);
             let file = bytes_of(&filter);
             let loaded = AtomicBloomFilter::read_from(&file[..]).unwrap();
             assert_eq!(loaded.sizing(), filter.sizing());
@@ -469,7 +470,7 @@ struct Golden {
 
 fn golden_bloom(layout: Layout, path: &Path, inserted: &[u64]) {
     let filter = bloom(1000, 0.01, layout);
-    filter.insert_all(inserted);
+    filter.insert_counting_new(inserted);
     filter.save(path).unwrap();
 }
 
@@ -844,7 +845,7 @@ fn small_files() -> Vec<Small> {
     let mut files = Vec::new();
     for (name, layout) in [("word", Layout::Word), ("line", Layout::Line)] {
         let filter = bloom(300, 0.01, layout);
-        filter.insert_all(&keys);
+        filter.insert_counting_new(&keys);
         files.push(Small {
             name,
             file: bytes_of(&filter),
@@ -1142,9 +1143,9 @@ fn map_files_are_laid_out_as_the_format_notes_say() {
     assert_eq!(slots, expected);
 
     let exact = ExactOverwriteMap::with_buckets(N).unwrap();
-    exact.insert_hash(at(69, 0), "xy");
-    exact.insert_hash(at(3, 0), "abc");
-    exact.insert_hash(at(64, 0), "");
+    exact.insert_hashed(at(69, 0), "xy");
+    exact.insert_hashed(at(3, 0), "abc");
+    exact.insert_hashed(at(64, 0), "");
     let mut file = Vec::new();
     exact.write_to(&mut file).unwrap();
     check_header(&file, 4, 16 + 7 + 4 + 6, 3);
@@ -1311,7 +1312,7 @@ fn shards_built_apart_merge_into_one_filter() {
         .chunks(100_000)
         .map(|part| {
             let shard = bloom(400_000, 0.01, Layout::Word);
-            shard.insert_all(part);
+            shard.insert_counting_new(part);
             bytes_of(&shard)
         })
         .collect();
@@ -1326,7 +1327,7 @@ fn shards_built_apart_merge_into_one_filter() {
     assert!((estimate - 300_000.0).abs() < 6_000.0, "{estimate}");
     // Overlapping sets count once.
     let again = bloom(400_000, 0.01, Layout::Word);
-    again.insert_all(&keys[..200_000]);
+    again.insert_counting_new(&keys[..200_000]);
     merged.union(&again).unwrap();
     let estimate = merged.estimated_len() as f64;
     assert!((estimate - 300_000.0).abs() < 6_000.0, "{estimate}");
@@ -1383,8 +1384,8 @@ fn intersect_keeps_what_both_hold() {
     let keys = common::keys(70, 30_000);
     let mut a = bloom(100_000, 0.001, Layout::Line);
     let b = bloom(100_000, 0.001, Layout::Line);
-    a.insert_all(&keys[..20_000]);
-    b.insert_all(&keys[10_000..]);
+    a.insert_counting_new(&keys[..20_000]);
+    b.insert_counting_new(&keys[10_000..]);
     a.intersect(&b).unwrap();
     assert!(keys[10_000..20_000].iter().all(|k| a.contains(k)));
     let only_one = keys[..10_000].iter().chain(&keys[20_000..]);
@@ -1406,7 +1407,7 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
         let target = &bloom(KEYS as u64, 0.01, Layout::Word);
         let source = &bloom(KEYS as u64, 0.01, Layout::Word);
         let before = common::keys(80 + 10 * round, KEYS / 4);
-        source.insert_all(&before);
+        source.insert_counting_new(&before);
         let [into_target, into_source] = [
             common::keys(81 + 10 * round, KEYS / 2),
             common::keys(82 + 10 * round, KEYS / 4),
@@ -1505,7 +1506,7 @@ fn chunked_export_and_import_move_every_structure_through_a_size_limited_store()
     }
     let keys = common::keys(90, 5_000);
     let filter = bloom(10_000, 0.01, Layout::Line);
-    filter.insert_all(&keys);
+    filter.insert_counting_new(&keys);
     check!(&filter, AtomicBloomFilter);
     let mut semi = SemiConcurrentBloomFilter::with_capacity(10_000, 0.01).unwrap();
     semi.extend(&keys[..4_500]);
@@ -1534,7 +1535,7 @@ fn chunked_export_and_import_move_every_structure_through_a_size_limited_store()
 fn serde_carries_the_file_format() {
     let keys = common::keys(95, 1_000);
     let filter = bloom(2_000, 0.01, Layout::Word);
-    filter.insert_all(&keys);
+    filter.insert_counting_new(&keys);
     let json = serde_json::to_string(&filter).unwrap();
     let back: AtomicBloomFilter = serde_json::from_str(&json).unwrap();
     assert_eq!(bytes_of(&back), bytes_of(&filter));

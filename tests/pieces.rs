@@ -21,7 +21,7 @@ fn pieces(write: impl FnOnce(&mut Vec<Vec<u8>>) -> Result<u64, Error>) -> Vec<Ve
 #[test]
 fn a_first_piece_that_does_not_start_the_file_says_so() {
     let filter = AtomicBloomFilter::with_capacity(10_000, 0.01).unwrap();
-    filter.insert_all(&common::keys(241, 1_000));
+    filter.insert_counting_new(&common::keys(241, 1_000));
     for max in [5, 100, 4096] {
         let in_order = pieces(|out| filter.export_chunks(max, into(out)));
         assert!(AtomicBloomFilter::import_chunks(&in_order).is_ok());

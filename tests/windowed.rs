@@ -7,9 +7,10 @@ mod common;
 use common::keys;
 
 use proptest::prelude::*;
+use seen::builder::Rotation;
 use seen::clock::{Clock, ManualClock};
 use seen::sizing::window;
-use seen::{Error, Layout, Rotation, WindowedBloomFilter};
+use seen::{Error, Layout, WindowedBloomFilter};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

@@ -8,8 +8,9 @@
 mod common;
 
 use common::keys;
+use seen::WindowedBloomFilter;
+use seen::builder::Rotation;
 use seen::clock::{Clock, ManualClock};
-use seen::{Rotation, WindowedBloomFilter};
 use std::time::Duration;
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -175,11 +175,11 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     ///
     /// ```
     /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
-    /// assert_eq!(filter.insert_all(&[1u64, 2, 3, 2]), 3);
-    /// assert_eq!(filter.contains_all(&[1u64, 2, 3, 4]), 3); // 4 is a false positive w.p. ~1%
+    /// assert_eq!(filter.insert_counting_new(&[1u64, 2, 3, 2]), 3);
+    /// assert_eq!(filter.count_contained(&[1u64, 2, 3, 4]), 3); // 4 is a false positive w.p. ~1%
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_all<'a, T, I>(&self, items: I) -> usize
+    pub fn insert_counting_new<'a, T, I>(&self, items: I) -> usize
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
@@ -194,7 +194,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
 
     /// How many of `items` are possibly in the filter (as [`contains`](Self::contains)).
     /// [`contains_many`](Self::contains_many) without the per-item results.
-    pub fn contains_all<'a, T, I>(&self, items: I) -> usize
+    pub fn count_contained<'a, T, I>(&self, items: I) -> usize
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
@@ -266,7 +266,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     ///
     /// ```
     /// let filter = seen::AtomicBloomFilter::with_capacity(1000, 0.01)?;
-    /// filter.insert_all(["a", "b"]);
+    /// filter.insert_counting_new(["a", "b"]);
     /// let mut hits = Vec::new();
     /// filter.contains_many(["a", "x", "b"], &mut hits);
     /// assert_eq!(&hits[..], [true, false, true]); // `false` for "x" w.p. ~99%
@@ -406,13 +406,13 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     ///
     /// ```
     /// let filter = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
-    /// filter.insert_all(&(0..50_000u64).collect::<Vec<_>>());
+    /// filter.insert_counting_new(&(0..50_000u64).collect::<Vec<_>>());
     /// let n = filter.estimated_len();
     /// assert!((49_000..51_000).contains(&n), "{n}");
     ///
     /// // A tiny filter filled far past its capacity saturates: the sentinel.
     /// let tiny = seen::AtomicBloomFilter::with_capacity(1, 0.1)?;
-    /// tiny.insert_all(&(0..100_000u64).collect::<Vec<_>>());
+    /// tiny.insert_counting_new(&(0..100_000u64).collect::<Vec<_>>());
     /// assert_eq!(tiny.estimated_len(), u64::MAX);
     /// assert_eq!(tiny.estimated_fpr(), 1.0);
     /// # Ok::<(), seen::Error>(())
@@ -431,7 +431,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// ```
     /// let filter = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
     /// assert_eq!(filter.estimated_fpr(), 0.0);
-    /// filter.insert_all(&(0..100_000u64).collect::<Vec<_>>());
+    /// filter.insert_counting_new(&(0..100_000u64).collect::<Vec<_>>());
     /// assert!(filter.estimated_fpr() < 0.01);
     /// # Ok::<(), seen::Error>(())
     /// ```
@@ -742,9 +742,9 @@ impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {
 }
 
 impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for AtomicBloomFilter<H> {
-    /// Inserts every item, as [`insert_all`](AtomicBloomFilter::insert_all).
+    /// Inserts every item, as [`insert_counting_new`](AtomicBloomFilter::insert_counting_new).
     fn extend<I: IntoIterator<Item = &'a T>>(&mut self, items: I) {
-        self.insert_all(items);
+        self.insert_counting_new(items);
     }
 }
 

@@ -46,7 +46,7 @@ const STUCK: u64 = 1 << 33;
 ///   layer, up to 1/64 of its capacity more (each layer is sized with that room); an insert
 ///   that would pass it waits for the new layer. Lookups never wait.
 /// - **Errors instead of an overfull filter**: [`insert`](Self::insert) returns a `Result`.
-///   [`Error::Full`] from a [`non_scaling`](GrowingOptions::non_scaling) filter that holds its
+///   [`Error::Full`] from a [`scaling(false)`](BloomBuilder::scaling) filter that holds its
 ///   capacity; [`Error::AllocationFailed`] when the next layer cannot be allocated;
 ///   [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] at the end of the
 ///   schedule. The item is then not inserted (an `Err` means nothing happened), and items
@@ -91,7 +91,7 @@ const STUCK: u64 = 1 << 33;
 ///
 /// ```
 /// use seen::{Error, GrowingBloomFilter};
-/// let fixed = GrowingBloomFilter::builder(100).non_scaling().build()?;
+/// let fixed = GrowingBloomFilter::builder(100).scaling(false).build()?;
 /// let refused = (0..1000u64).filter(|i| fixed.insert(i) == Err(Error::Full { capacity: 100 }));
 /// assert!(refused.count() > 800);
 /// assert!(fixed.info().estimated_fpr < 0.01);
@@ -269,7 +269,7 @@ impl GrowingBloomFilter {
     /// A builder for a filter whose first layer holds `initial_capacity` items, to choose the
     /// rate, layout, hasher, [`expansion`](BloomBuilder::expansion),
     /// [`tightening`](BloomBuilder::tightening) ratio, or
-    /// [`non_scaling`](BloomBuilder::non_scaling) mode.
+    /// [`scaling(false)`](BloomBuilder::scaling) mode.
     ///
     /// # Examples
     ///
@@ -296,7 +296,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// # Errors
     ///
     /// Only for a new item that the filter cannot take; it is then **not** inserted:
-    /// [`Error::Full`] (a [`non_scaling`](GrowingOptions::non_scaling) filter at capacity),
+    /// [`Error::Full`] (a [`scaling(false)`](BloomBuilder::scaling) filter at capacity),
     /// [`Error::AllocationFailed`] (the next layer did not fit in memory; the next insert of a
     /// new item tries again), [`Error::GrowingFprBelowLayoutLimit`] or [`Error::TooLarge`] (the
     /// end of the schedule: [`GrowingSizing::layer`]).
@@ -504,7 +504,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         self.growth
     }
 
-    /// `false` for a filter built with [`non_scaling`](GrowingOptions::non_scaling).
+    /// `false` for a filter built with [`scaling(false)`](BloomBuilder::scaling).
     pub fn is_scaling(&self) -> bool {
         self.growth.scaling
     }
@@ -603,14 +603,9 @@ impl GrowingOptions {
         self.tightening
     }
 
-    /// `false` once [`non_scaling`](BloomBuilder::non_scaling) was set.
-    pub fn scaling(&self) -> bool {
+    /// `false` once [`scaling(false)`](BloomBuilder::scaling) was set.
+    pub fn is_scaling(&self) -> bool {
         self.scaling
-    }
-
-    /// See [`BloomBuilder::non_scaling`].
-    pub fn non_scaling(&self) -> bool {
-        !self.scaling
     }
 }
 
@@ -642,11 +637,11 @@ impl<H: ItemHasher> BloomBuilder<GrowingOptions, H> {
         self
     }
 
-    /// Never grow: the filter is its first layer, and an insert of a new item once it holds
-    /// its capacity returns [`Error::Full`] (RedisBloom's `NONSCALING`). The first layer then
-    /// gets the whole target rate, not `fpr · (1 - tightening)`.
-    pub fn non_scaling(mut self) -> Self {
-        self.options_mut().scaling = false;
+    /// `false`: never grow. The filter is its first layer, and an insert of a new item once it
+    /// holds its capacity returns [`Error::Full`] (RedisBloom's `NONSCALING`). The first layer
+    /// then gets the whole target rate, not `fpr · (1 - tightening)`. `true` is the default.
+    pub fn scaling(mut self, scaling: bool) -> Self {
+        self.options_mut().scaling = scaling;
         self
     }
 

@@ -17,7 +17,7 @@ use crate::sizing::BlockedSizing;
 ///
 /// ```
 /// let f = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
-/// f.insert_all(&(0..50_000u64).collect::<Vec<_>>());
+/// f.insert_counting_new(&(0..50_000u64).collect::<Vec<_>>());
 /// let info = f.info();
 /// assert_eq!((info.capacity, info.layers, info.sampled_new_items), (100_000, 1, None));
 /// assert!((49_000..51_000).contains(&info.estimated_len));

@@ -359,7 +359,8 @@ impl WindowedBloomFilter {
     /// # Examples
     ///
     /// ```
-    /// use seen::{Rotation, WindowedBloomFilter};
+    /// use seen::WindowedBloomFilter;
+    /// use seen::builder::Rotation;
     /// let f = WindowedBloomFilter::builder(100_000).build()?;
     /// assert_eq!((f.periods(), f.rotation()), (6, Rotation::AfterInserts(100_000)));
     /// assert_eq!(f.sizing().lines_per_lookup(), 1);

@@ -182,7 +182,7 @@ fn a_non_scaling_filter_accepts_its_capacity_and_refuses_the_rest() {
         let f = Arc::new(
             GrowingBloomFilter::builder(1)
                 .fpr(0.01)
-                .non_scaling()
+                .scaling(false)
                 .build()
                 .unwrap(),
         );

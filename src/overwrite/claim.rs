@@ -243,14 +243,14 @@ impl<'a, H> ExactClaim<'a, H> {
     }
 
     /// A deliberately broken release for the loom models: forgets whatever entry holds the same
-    /// bytes (`forget_hash`), as the fingerprint map must, instead of the entry this claim
+    /// bytes (`forget_hashed`), as the fingerprint map must, instead of the entry this claim
     /// inserted.
     #[cfg(all(test, seen_loom))]
     pub(crate) fn forget_by_bytes(mut self) -> bool {
         let hash = self.hash;
         self.entry.take().is_some_and(|entry| {
             let key = (*entry).as_deref().unwrap_or_default();
-            self.map.forget_hash(hash, key)
+            self.map.forget_hashed(hash, key)
         })
     }
 }

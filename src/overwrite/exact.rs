@@ -140,7 +140,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     #[inline]
     pub fn insert<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        self.insert_hash(self.hasher.hash_bytes(key), key)
+        self.insert_hashed(self.hasher.hash_bytes(key), key)
     }
 
     /// Whether `key`'s slot holds exactly these bytes. Never writes.
@@ -158,7 +158,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     #[inline]
     pub fn contains<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        self.contains_hash(self.hasher.hash_bytes(key), key)
+        self.contains_hashed(self.hasher.hash_bytes(key), key)
     }
 
     /// Erases `key` if its slot still holds it; returns whether it did. Another key that
@@ -178,7 +178,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
     #[inline]
     pub fn forget<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         let key = key.as_ref();
-        self.forget_hash(self.hasher.hash_bytes(key), key)
+        self.forget_hashed(self.hasher.hash_bytes(key), key)
     }
 
     /// Claims `key` for at-least-once processing: `None` if the map remembers it (a duplicate:
@@ -283,7 +283,7 @@ impl<H> ExactOverwriteMap<H> {
     /// [`insert`](Self::insert) with the key's hash already computed: `hash` selects the slot
     /// (its `h1`), the key's bytes are what the slot stores and compares.
     ///
-    /// `insert(key)` is `insert_hash(self.hasher().hash_bytes(key), key)`. A `hash` computed
+    /// `insert(key)` is `insert_hashed(self.hasher().hash_bytes(key), key)`. A `hash` computed
     /// some other way never causes a wrong "seen" (the bytes are compared, whatever the hash),
     /// but it puts the key in another slot, where `insert(key)`, `contains(key)` and
     /// `forget(key)` do not look: a key hashed two ways is two entries, each forgotten on its
@@ -295,18 +295,18 @@ impl<H> ExactOverwriteMap<H> {
     /// use seen::hash::ItemHasher;
     /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
     /// let h = map.hasher().hash_bytes(b"msg-42");
-    /// assert!(map.insert_hash(h, "msg-42"));
+    /// assert!(map.insert_hashed(h, "msg-42"));
     /// assert!(!map.insert("msg-42")); // the same hash as insert computes: the same entry
-    /// assert!(!map.contains_hash(h, "msg-43")); // another key in that slot: never "seen"
+    /// assert!(!map.contains_hashed(h, "msg-43")); // another key in that slot: never "seen"
     ///
     /// // A hash that is not `hash_bytes(key)`: still exact, but the key lands in another slot.
     /// let wrong = map.hasher().hash_bytes(b"not the key");
-    /// assert!(map.insert_hash(wrong, "msg-7"));
-    /// assert!(map.contains_hash(wrong, "msg-7"));
+    /// assert!(map.insert_hashed(wrong, "msg-7"));
+    /// assert!(map.contains_hashed(wrong, "msg-7"));
     /// assert!(!map.contains("msg-7")); // `contains` looks in the key's own slot
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+    pub fn insert_hashed<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
         self.take(hash, key.as_ref()).is_some()
     }
 }
@@ -331,7 +331,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         K: AsRef<[u8]> + ?Sized + 'a,
         I: IntoIterator<Item = &'a K>,
     {
-        self.each_in_groups(keys, new, |hash, key| self.insert_hash(hash, key))
+        self.each_in_groups(keys, new, |hash, key| self.insert_hashed(hash, key))
     }
 
     /// Appends to `hits`, for each key in order, what [`contains`](Self::contains) returns;
@@ -352,7 +352,7 @@ impl<H: ItemHasher> ExactOverwriteMap<H> {
         K: AsRef<[u8]> + ?Sized + 'a,
         I: IntoIterator<Item = &'a K>,
     {
-        self.each_in_groups(keys, hits, |hash, key| self.contains_hash(hash, key))
+        self.each_in_groups(keys, hits, |hash, key| self.contains_hashed(hash, key))
     }
 
     /// Hashes `keys` a group at a time, runs `op` on each (hash, key), appends the results.
@@ -426,7 +426,7 @@ impl<H> ExactOverwriteMap<H> {
     }
 
     /// [`contains`](Self::contains) with the key's hash already computed (see
-    /// [`insert_hash`](Self::insert_hash)): whether the slot `hash` selects holds exactly these
+    /// [`insert_hashed`](Self::insert_hashed)): whether the slot `hash` selects holds exactly these
     /// bytes. Never writes.
     ///
     /// # Examples
@@ -435,17 +435,17 @@ impl<H> ExactOverwriteMap<H> {
     /// use seen::hash::ItemHasher;
     /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
     /// map.insert("a");
-    /// assert!(map.contains_hash(map.hasher().hash_bytes(b"a"), "a"));
+    /// assert!(map.contains_hashed(map.hasher().hash_bytes(b"a"), "a"));
     /// # Ok::<(), seen::Error>(())
     /// ```
     #[inline]
-    pub fn contains_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+    pub fn contains_hashed<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
         let key = key.as_ref();
         self.slot(hash).read(|entry| holds(entry, key))
     }
 
     /// [`forget`](Self::forget) with the key's hash already computed (see
-    /// [`insert_hash`](Self::insert_hash)): erases the key from the slot `hash` selects if that
+    /// [`insert_hashed`](Self::insert_hashed)): erases the key from the slot `hash` selects if that
     /// slot still holds it.
     ///
     /// # Examples
@@ -455,11 +455,11 @@ impl<H> ExactOverwriteMap<H> {
     /// let map = seen::ExactOverwriteMap::with_buckets(1_000)?;
     /// let h = map.hasher().hash_bytes(b"job-7");
     /// map.insert("job-7");
-    /// assert!(map.forget_hash(h, "job-7"));
+    /// assert!(map.forget_hashed(h, "job-7"));
     /// assert!(!map.contains("job-7"));
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn forget_hash<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
+    pub fn forget_hashed<K: AsRef<[u8]> + ?Sized>(&self, hash: Hash128, key: &K) -> bool {
         let key = key.as_ref();
         let slot = self.slot(hash);
         loop {
@@ -494,7 +494,7 @@ impl<H> ExactOverwriteMap<H> {
     }
 
     /// The hasher: [`hash_bytes`](ItemHasher::hash_bytes) of a key is the hash that
-    /// [`insert_hash`](Self::insert_hash) and the other hash-level methods take.
+    /// [`insert_hashed`](Self::insert_hashed) and the other hash-level methods take.
     pub fn hasher(&self) -> &H {
         &self.hasher
     }

@@ -5,11 +5,10 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use seen::builder::Rotation;
 use seen::clock::{ManualClock, TimeBase};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
-use seen::{
-    AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, Rotation, WindowedBloomFilter,
-};
+use seen::{AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, WindowedBloomFilter};
 
 use super::{Dedup, Overfill};
 use crate::Failure;

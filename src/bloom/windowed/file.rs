@@ -425,7 +425,7 @@ filter.insert(\"a\");
 filter.save(&path)?;
 let loaded = WindowedBloomFilter::load(&path)?;
 assert!(loaded.contains(\"a\") && !loaded.contains(\"b\"));
-assert_eq!((loaded.generation(), loaded.rotation()), (0, seen::Rotation::AfterInserts(500)));
+assert_eq!((loaded.generation(), loaded.rotation()), (0, seen::builder::Rotation::AfterInserts(500)));
 let mut bytes = Vec::new();
 filter.write_to(&mut bytes)?;
 assert_eq!(WindowedBloomFilter::read_from(&bytes[..])?.sizing(), filter.sizing());

@@ -1,0 +1,270 @@
+//! The insert and lookup protocol: which generations an item's block holds it in, and the
+//! insert that writes into the current generation and looks again when a rotation lands inside
+//! it.
+
+use core::hash::Hash;
+
+use super::{Rotation, Twin, WindowedBloomFilter};
+use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
+use crate::bits::LINE_WORDS;
+use crate::bloom::probe::word_probe;
+use crate::clock::Clock;
+use crate::hash::{Hash128, ItemHasher};
+use crate::sync::Ordering::{Acquire, Relaxed, SeqCst};
+use crate::sync::sc_order;
+
+impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
+    /// Inserts `item` into the current generation unless a live generation holds it; returns
+    /// `true` if none did (certainly new within the window), `false` if one did (seen within
+    /// the window, or a false positive). A `false` does not renew the item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).rotate_manually().build()?;
+    /// assert!(f.insert(&42u64));
+    /// assert!(!f.insert(&42u64));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// Whether `item` is possibly in a live generation: `false` means certainly not inserted
+    /// within the window. Never writes.
+    #[inline]
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of an already computed hash (from
+    /// [`hasher`](Self::hasher)).
+    #[inline]
+    pub fn contains_hash(&self, hash: Hash128) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let epoch = self.epoch.0.load(Acquire);
+        self.held(block * self.stride, mask, self.live(epoch), Relaxed)
+    }
+
+    /// [`contains_hash`](Self::contains_hash) in the live generations numbered `since` or
+    /// later only: for a caller whose time runs ahead of the filter's (rotations it will do
+    /// once earlier inserts are done), and which asks what the window will hold then: with
+    /// `r` rotations to come, `since` is `generation() + r + 1 - G`. Never writes; as
+    /// concurrent as `contains_hash`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).periods(2).rotate_manually().build()?;
+    /// f.insert("a"); // generation 0
+    /// f.rotate();
+    /// f.insert("b"); // generation 1
+    /// let h = |k: &str| seen::hash::ItemHasher::hash_item(f.hasher(), k);
+    /// assert!(f.contains_hash_since(h("a"), 0) && f.contains_hash_since(h("b"), 0));
+    /// assert!(!f.contains_hash_since(h("a"), 1) && f.contains_hash_since(h("b"), 1));
+    /// assert!(!f.contains_hash_since(h("b"), 2));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    #[inline]
+    pub fn contains_hash_since(&self, hash: Hash128, since: u64) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let epoch = self.epoch.0.load(Acquire);
+        let first = since.max((epoch + 1).saturating_sub(u64::from(self.sizing.generations)));
+        if first > epoch {
+            return false;
+        }
+        let slots = (first..=epoch).fold(0, |slots, e| slots | 1 << self.slot(e));
+        self.held(block * self.stride, mask, slots, Relaxed)
+    }
+
+    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
+    /// returns how many were `true`. Faster than a loop of `contains` on a window larger than
+    /// the caches: it hashes a group of items, reads every item's line, then tests them, so
+    /// that the group's cache misses overlap instead of waiting behind each item's test of
+    /// every generation ([measured](crate::docs::benchmarks#the-windowed-filter-one-line-against-8-filters)).
+    /// Each answer is what `contains` would give at some moment during the call (a rotation
+    /// meanwhile may split the batch: items before it answer for the old window, after it for
+    /// the new).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::WindowedBloomFilter::builder(1000).rotate_manually().build()?;
+    /// f.insert("a");
+    /// let mut hits = Vec::new();
+    /// assert_eq!(f.contains_many(["a", "b", "a"], &mut hits), 2);
+    /// assert_eq!(hits, [true, false, true]); // "b": false w.p. 99%
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.contains_many_hashes(
+            items.into_iter().map(|item| self.hasher.hash_item(item)),
+            hits,
+        )
+    }
+
+    /// [`contains_many`](Self::contains_many) of already computed hashes (from
+    /// [`hasher`](Self::hasher)); a lazy `map(|key| hasher.hash_bytes(key))` keeps the hashing
+    /// inside the batch.
+    pub fn contains_many_hashes<I>(&self, hashes: I, hits: &mut Vec<bool>) -> usize
+    where
+        I: IntoIterator<Item = Hash128>,
+    {
+        append_results(hits, hashes.into_iter(), |hashes, out| {
+            if self.memory_bytes() < GROUP_MIN_BYTES {
+                // Mostly in cache: the extra passes cost more than the overlap saves.
+                return hashes.for_each(|hash| out.push(self.contains_hash(hash)));
+            }
+            for_each_group(hashes, |group| {
+                // Pass 1, arithmetic: the blocks and masks. Pass 2: one load per block's
+                // line, back to back, so that the group's misses are in flight at once.
+                // Pass 3: the tests, on lines now in cache.
+                let mut at = [(0usize, 0u64); GROUP];
+                for (at, &hash) in at.iter_mut().zip(group) {
+                    let (block, mask) = word_probe(hash, &self.sizing.generation);
+                    *at = (block * self.stride, mask);
+                }
+                let at = &at[..group.len()];
+                let mut any = 0;
+                for &(base, _) in at {
+                    any ^= self.bits.word(base).load(Relaxed);
+                }
+                core::hint::black_box(any);
+                let live = self.live(self.epoch.0.load(Acquire));
+                for &(base, mask) in at {
+                    out.push(self.held(base, mask, live, Relaxed));
+                }
+            });
+        })
+    }
+
+    /// [`insert`](Self::insert) of an already computed hash.
+    ///
+    /// The protocol (proved in [the concurrency notes](crate::docs::concurrency#windowedbloomfilter),
+    /// checked by loom): read the generation `e`; if a live generation holds the item, `false`.
+    /// Otherwise `fetch_or` the bits into generation `e`'s word: if they were all set,
+    /// `false`; if `e` is still current afterwards, `true`. If a rotation happened meanwhile,
+    /// look for the item in the generations that became current since (an insert there may
+    /// have claimed it) and write again into the newest, until the generation stays put.
+    #[inline]
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        self.insert_hash_with(hash, Twin::Correct)
+    }
+
+    /// The insert protocol; `twin` selects a broken variant for the loom models.
+    #[inline(always)]
+    pub(crate) fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> bool {
+        let (block, mask) = word_probe(hash, &self.sizing.generation);
+        let base = block * self.stride;
+        let mut epoch = self.epoch.0.load(SeqCst);
+        sc_order();
+        let new = if self.held(base, mask, self.live(epoch), SeqCst) {
+            false
+        } else {
+            loop {
+                let word = self.bits.word(base + self.slot(epoch));
+                if word.fetch_or(mask, SeqCst) & mask == mask {
+                    break false;
+                }
+                sc_order();
+                let now = self.epoch.0.load(SeqCst);
+                if now == epoch || twin == Twin::IgnoreRotation {
+                    break true;
+                }
+                sc_order();
+                if twin != Twin::SkipBecameCurrent
+                    && self.held(base, mask, self.became_current(epoch, now), SeqCst)
+                {
+                    break false;
+                }
+                epoch = now;
+            }
+        };
+        self.after_insert(hash, new);
+        new
+    }
+
+    /// The slot of generation `epoch`.
+    #[inline(always)]
+    pub(super) fn slot(&self, epoch: u64) -> usize {
+        // 8 slots (7 generations, the default) and every power of two: a mask, not a division.
+        if self.slots.is_power_of_two() {
+            (epoch & (self.slots - 1)) as usize
+        } else {
+            (epoch % self.slots) as usize
+        }
+    }
+
+    /// The slots live at `epoch`: all but the spare, `slot(epoch + 1)`.
+    #[inline(always)]
+    pub(super) fn live(&self, epoch: u64) -> u64 {
+        let all = u64::MAX >> (64 - self.slots);
+        all & !(1 << self.slot(epoch + 1))
+    }
+
+    /// The slots of the generations after `from` up to but not including `to` that are still
+    /// live at `to` (at most `G - 1` of them).
+    pub(super) fn became_current(&self, from: u64, to: u64) -> u64 {
+        let first = (from + 1).max((to + 1).saturating_sub(u64::from(self.sizing.generations)));
+        (first..to).fold(0, |slots, e| slots | 1 << self.slot(e))
+    }
+
+    /// Whether one of the `slots` (a mask) of the block at word `base` holds every bit of `mask`.
+    #[inline(always)]
+    pub(super) fn held(
+        &self,
+        base: usize,
+        mask: u64,
+        slots: u64,
+        order: crate::sync::Ordering,
+    ) -> bool {
+        if self.stride <= LINE_WORDS {
+            // One line (the stride is a power of two, so the block does not straddle two):
+            // one bounds check, then every word of the block, branch once.
+            let line = &self.bits.line(base / LINE_WORDS).0;
+            let mut hit = 0u64;
+            if self.stride == LINE_WORDS {
+                for (slot, word) in line.iter().enumerate() {
+                    hit |= u64::from(word.load(order) & mask == mask) << slot;
+                }
+            } else {
+                let words = &line[base % LINE_WORDS..][..self.stride];
+                for (slot, word) in words.iter().enumerate() {
+                    hit |= u64::from(word.load(order) & mask == mask) << slot;
+                }
+            }
+            hit & slots != 0
+        } else {
+            let mut rest = slots;
+            while rest != 0 {
+                let slot = rest.trailing_zeros() as usize;
+                if self.bits.word(base + slot).load(order) & mask == mask {
+                    return true;
+                }
+                rest &= rest - 1;
+            }
+            false
+        }
+    }
+
+    /// The side work of an insert, for the few whose hash picks them: count the new item,
+    /// clear a chunk of the spare, read the clock. Most inserts test three bits of the hash
+    /// and return.
+    #[inline(always)]
+    pub(super) fn after_insert(&self, hash: Hash128, new: bool) {
+        let tick = crate::hash::sample_bits(hash);
+        let count_tick = new
+            && matches!(self.rotation, Rotation::AfterInserts(_))
+            && tick & ((1 << self.sample_shift) - 1) == 0;
+        let clear_tick = (tick >> 16) & 63 == 0;
+        let clock_tick = (tick >> 22) & 1023 == 0;
+        if count_tick || clear_tick || clock_tick {
+            self.side_work(count_tick, clear_tick, clock_tick);
+        }
+    }
+}

@@ -38,7 +38,7 @@
 
 /// Tables of this many bytes or more are advised: about the reach of a second-level TLB with
 /// 4 KiB pages (1,536 to 2,048 entries on current x86 cores: 6 to 8 MiB). A smaller table is
-/// mostly covered by the TLB already. The issue that asked for huge pages set 32 MiB; a 10M-item
+/// mostly covered by the TLB already. A first plan set 32 MiB; a 10M-item
 /// filter at 1% (15 MB) was measured 10-15% faster on huge pages, hence the lower bound.
 pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 8 << 20;
 

@@ -283,7 +283,7 @@ mod tests {
         }
     }
 
-    /// The positions before issue 10's unrolling, copied verbatim from commit 9839c78: a filter
+    /// The positions before the unrolling of 2026-11-21, copied verbatim from commit 9839c78: a filter
     /// saved by that version must find its bits in this one. Every `k` the sizing can choose
     /// (up to `max_hashes`: 32 for the word layout, 64 for the line layout) and beyond.
     #[test]

@@ -15,17 +15,24 @@ use crate::{DedupFilter, Error, Layout};
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
 ///
+/// # Guarantees
+///
 /// - **No false negatives**, under any interleaving: once `insert(x)` has returned, every
-///   `contains(x)` that *happens after* it (on the same thread, or on another thread after any
-///   synchronization: a join, a channel, a mutex, a Release/Acquire flag) returns `true`.
+///   `contains(x)` that [happens after](crate#guarantees) it returns `true`.
 /// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items;
 ///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
 /// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
-///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one
-///   does.
-/// - `insert` is lock-free (at most one atomic read-modify-write per word that lacks bits; no
-///   retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
-///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
+///   returns `true` (one `fetch_or` sets all of the item's bits), so `insert` is an exactly-once
+///   gate; with [`Layout::Line`] at least one does, and how often several do depends on how
+///   closely the threads run in step, with no bound.
+/// - **Progress**: `insert` and `contains` are wait-free: `insert` is at most one atomic
+///   read-modify-write per word that lacks bits (one word in the word layout, up to 8 in the
+///   line layout) and never retries; `contains` is plain loads. The batch methods are the same
+///   item by item, and [`union`](Self::union) one `fetch_or` per word.
+/// - **Never forgets**: only [`clear`](Self::clear) and [`intersect`](Self::intersect) remove
+///   bits, and they take `&mut self`.
+/// - All bit accesses are `Relaxed`: the filter does not synchronize other memory between
+///   threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples
 ///

@@ -31,14 +31,29 @@ use crate::{DedupFilter, Error};
 ///   order is what makes it correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
 ///   have the argument and the loom models that check it.
 ///
-/// Guarantees: no false negatives (once `insert(x)` returned, every `contains(x)` that happens
-/// after it returns `true`); racing inserts of one new item: at least one returns `true`.
-/// Readers never block; `insert` is lock-free, and never waits for a compaction (the pending set
-/// may then grow past `insertions_before_compact` until the running compaction is done).
-///
 /// Memory: the bits twice over once the second compaction has run (the current snapshot and
 /// the one it replaced, kept for reuse), plus the pending set, plus 8 bytes per summary slot
 /// (4 slots per `insertions_before_compact`, a power of two from 64 to 65,536).
+///
+/// # Guarantees
+///
+/// - **No false negatives**, under any interleaving with inserts and compactions: once
+///   `insert(x)` has returned, every `contains(x)` that [happens after](crate#guarantees) it
+///   returns `true`.
+/// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items
+///   (pending items are looked up exactly and add none).
+/// - **Racing inserts of one new item**: at least one returns `true`; several can (each finds
+///   the item in neither the snapshot nor the pending set before one of them adds it). Not an
+///   exactly-once gate: use [`AtomicBloomFilter`](crate::AtomicBloomFilter) with the word
+///   layout for that.
+/// - **Progress**: `contains` is lock-free and never blocks (a summary load, the snapshot
+///   through arc-swap, the skip list); `insert` is lock-free, allocates (a skip-list node, and a
+///   compaction's snapshot), and never waits for a compaction (the pending set may then grow
+///   past `insertions_before_compact` until the running compaction is done).
+/// - **Snapshots**: a [`snapshot`](Self::snapshot) never changes; after
+///   [`compact`](Self::compact) returns `true`, the snapshot it swapped in (and every later
+///   one) holds every item whose insert happened before the call began.
+/// - **Never forgets**.
 ///
 /// # Examples
 ///

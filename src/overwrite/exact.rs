@@ -30,9 +30,23 @@ pub(super) type Entry = Option<Box<[u8]>>;
 /// [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new message per
 /// lookup is too much.
 ///
-/// `contains` is lock-free (arc-swap's load is); `insert` and `forget` are lock-free too: they
-/// retry only when another thread changed the slot between their load and their
-/// compare-and-swap.
+/// # Guarantees
+///
+/// - **No false positives**: `insert` returns `false` and `contains` `true` only when the
+///   key's slot holds exactly these bytes.
+/// - **Forgets**, as [`OverwriteMap`](crate::OverwriteMap#guarantees) does: a key survives `x`
+///   later insertions of other keys with probability `(1 - 1/buckets)^x`; a forgotten key is
+///   new again.
+/// - **Racing inserts of one key** into a slot that does not hold it: exactly one returns
+///   `true` (an insert never replaces an entry that holds its key), unless another key
+///   overwrites the slot between them. Racing claims likewise: exactly one gets the
+///   [`ExactClaim`].
+/// - **`forget` erases only what is still there**: never another key that overwrote the slot;
+///   a dropped claim forgets exactly the entry it inserted, not an equal one inserted later.
+/// - **Progress**: `contains` is lock-free (arc-swap's load is: wait-free nearly always);
+///   `insert` and `forget` are lock-free too: they retry only when another thread changed the
+///   slot between their load and their compare-and-swap. `insert` of a key the slot does not
+///   hold allocates.
 ///
 /// # Examples
 ///

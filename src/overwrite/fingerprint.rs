@@ -15,20 +15,30 @@ use crate::{DedupFilter, Error};
 /// consumers: it never reports an item it was not given as seen, and it forgets old items.
 ///
 /// Each of the `buckets` slots is one `AtomicU64` holding the 64-bit fingerprint of the last
-/// item hashed to it (8 bytes per bucket, nothing else).
+/// item hashed to it (8 bytes per bucket, nothing else): [`insert`](Self::insert) is one atomic
+/// `swap`, [`forget`](Self::forget) one `compare_exchange`, and [`claim`](Self::claim) wraps
+/// the two in a guard for at-least-once processing: an insert that is forgotten again unless
+/// [`commit`](Claim::commit)ted.
 ///
-/// - [`insert`](Self::insert) is one atomic `swap`: it returns `false` (seen) exactly when the
-///   slot held this item's fingerprint.
-/// - [`forget`](Self::forget) is one `compare_exchange`: it clears the slot only if it still
-///   holds this item, so it never erases another item that overwrote it.
-/// - [`claim`](Self::claim) wraps the two in a guard for at-least-once processing: an insert
-///   that is forgotten again unless [`commit`](Claim::commit)ted.
-/// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
-///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
-///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it
-///   zero.
-/// - How long it remembers: an item survives `x` later insertions of other items with
-///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
+/// # Guarantees
+///
+/// - **No false positives**, up to a collision: `insert` returns `false` and `contains` `true`
+///   only when the item's slot holds its fingerprint. A wrong "seen" needs another item with
+///   the same slot *and* the same 64-bit fingerprint (the high half of the 128-bit hash; the
+///   slot comes from the low half): probability at most 2^-64 ≈ 5.4·10^-20 per query.
+///   [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it zero.
+/// - **Forgets**: an item survives `x` later insertions of other items with probability
+///   `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window), and below for what counts);
+///   a forgotten item is new again.
+/// - **Racing inserts of one item** into a slot that does not hold it: exactly one returns
+///   `true`, unless another item overwrites the slot between them (the map then forgot the
+///   item, and a later insert of it is new again). Racing claims likewise: exactly one gets
+///   the [`Claim`].
+/// - **`forget` erases only what is still there**: it clears the slot only if it still holds
+///   this item, never another item that overwrote it.
+/// - **Progress**: `insert`, `contains`, `forget` and `claim` are wait-free (one atomic
+///   instruction, no loop). All accesses are `Relaxed`: the map does not synchronize other
+///   memory between threads.
 ///
 /// # What counts as a later insertion
 ///
@@ -55,11 +65,6 @@ use crate::{DedupFilter, Error};
 ///
 /// (`tests/overwrite.rs`, `replicated_deliveries_count_twice_against_the_window`, measures it:
 /// 0.811 of copies recognized with the naive size, 0.901 with the doubled one.)
-///
-/// All operations are wait-free (one atomic instruction, no loop) and `Relaxed`: the map does
-/// not synchronize other memory between threads. Racing inserts of the same item into a slot
-/// that does not hold it: exactly one returns `true`, unless another item overwrites the slot
-/// between them (the map then forgot the item, and a later insert of it is new again).
 ///
 /// # Examples
 ///

@@ -184,3 +184,38 @@ const _: fn() = || {
     send_sync::<OverwriteMap>();
     send_sync::<ExactOverwriteMap>();
 };
+
+#[cfg(all(test, not(seen_loom)))]
+mod tests {
+    /// The guarantee table's rows in `text` (lines starting with `prefix` and then `|`, from the
+    /// table's header on), each link's target dropped: the crate docs link to the types, the
+    /// README to docs.rs.
+    fn guarantee_table(text: &str, prefix: &str) -> Vec<String> {
+        let rows: Vec<String> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix(prefix))
+            .skip_while(|line| !line.starts_with("| structure | racing inserts"))
+            .take_while(|line| line.starts_with('|'))
+            .map(|row| {
+                let mut out = String::new();
+                let mut rest = row;
+                while let Some(at) = rest.find("](") {
+                    out.push_str(&rest[..=at]);
+                    let close = rest[at..].find(')').expect("a link's target ends") + at;
+                    rest = &rest[close + 1..];
+                }
+                out.push_str(rest);
+                out
+            })
+            .collect();
+        assert!(rows.len() > 2, "no guarantee table found");
+        rows
+    }
+
+    #[test]
+    fn the_readme_guarantee_table_is_the_crate_docs_table() {
+        let crate_docs = guarantee_table(include_str!("lib.rs"), "//! ");
+        let readme = guarantee_table(include_str!("../README.md"), "");
+        assert_eq!(readme, crate_docs);
+    }
+}

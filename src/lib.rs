@@ -145,6 +145,7 @@ pub mod clock;
 pub mod docs;
 mod error;
 mod filter;
+mod forward;
 pub mod hash;
 mod layout;
 mod numbers;

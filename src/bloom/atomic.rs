@@ -11,7 +11,7 @@ use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::{self, Relaxed};
-use crate::{DedupFilter, Error, Layout};
+use crate::{Error, Layout};
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
 ///
@@ -214,9 +214,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         hits
     }
 
-    /// Inserts every item and appends to `new`, for each in order, what [`insert`](Self::insert)
-    /// would have returned (`true`: certainly new); returns how many were new. RedisBloom's
-    /// `BF.MADD`.
+    crate::forward::batch_of_items! {
+    insert_many
+    /// RedisBloom's `BF.MADD`.
     ///
     /// Faster than a loop of `insert` on a filter larger than the caches: it hashes a group of
     /// items, then reads all their words, then writes, so that the group's cache misses
@@ -241,15 +241,6 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// assert_eq!(new, [true, true]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            new,
-        )
     }
 
     /// [`insert_many`](Self::insert_many) of already computed hashes (from
@@ -264,8 +255,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         })
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`. RedisBloom's `BF.MEXISTS`. Hashes a group of items, then
+    crate::forward::batch_of_items! {
+    contains_many
+    /// RedisBloom's `BF.MEXISTS`. Hashes a group of items, then
     /// reads all their words, then answers, so the misses of a group overlap even when hashing
     /// an item takes long.
     ///
@@ -279,15 +271,6 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// assert_eq!(&hits[..], [true, false, true]); // `false` for "x" w.p. ~99%
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes.
@@ -736,17 +719,7 @@ fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering)
     new
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {
-    #[inline]
-    fn insert(&self, item: &T) -> bool {
-        AtomicBloomFilter::insert(self, item)
-    }
-
-    #[inline]
-    fn contains(&self, item: &T) -> bool {
-        AtomicBloomFilter::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(impl[H: ItemHasher] for AtomicBloomFilter<H>, item: Hash);
 
 impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for AtomicBloomFilter<H> {
     /// Inserts every item, as [`insert_counting_new`](AtomicBloomFilter::insert_counting_new).

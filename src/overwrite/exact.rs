@@ -3,11 +3,11 @@
 use core::fmt;
 
 use super::{ExactClaim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::Error;
 use crate::batch::{GROUP, reserve_results};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
-use crate::{DedupFilter, Error};
 
 /// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
 pub(super) type Entry = Option<Box<[u8]>>;
@@ -531,15 +531,9 @@ fn holds(entry: &Entry, key: &[u8]) -> bool {
     entry.as_deref() == Some(key)
 }
 
-impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMap<H> {
-    fn insert(&self, key: &K) -> bool {
-        ExactOverwriteMap::insert(self, key)
-    }
-
-    fn contains(&self, key: &K) -> bool {
-        ExactOverwriteMap::contains(self, key)
-    }
-}
+crate::forward::dedup_filter!(
+    impl[H: ItemHasher] for ExactOverwriteMap<H>, item: AsRef<[u8]>
+);
 
 /// Inserts every key, as a loop of [`insert`](ExactOverwriteMap::insert) (which takes `&self`:
 /// call it in a loop to fill a shared map).

@@ -4,12 +4,12 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::Error;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering::Relaxed;
-use crate::{DedupFilter, Error};
 
 /// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
 /// consumers: it never reports an item it was not given as seen, and it forgets old items.
@@ -361,9 +361,8 @@ impl<H> OverwriteMap<H> {
 }
 
 impl<H: ItemHasher> OverwriteMap<H> {
-    /// Inserts every item and appends to `new`, for each in order, what
-    /// [`insert`](Self::insert) would have returned; returns how many were new.
-    ///
+    crate::forward::batch_of_items! {
+    insert_many
     /// Faster than a loop of `insert` on a map larger than the caches: it hashes a group of 16
     /// items and touches their slots before writing any, so the cache misses overlap. The
     /// outcome is that of `insert`, item by item, in order (an item repeated in the batch, or
@@ -379,15 +378,6 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// assert_eq!(new, [true, true, false]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            new,
-        )
     }
 
     /// [`insert_many`](Self::insert_many) of already computed hashes (see
@@ -411,8 +401,9 @@ impl<H: ItemHasher> OverwriteMap<H> {
         })
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`. Touches a group's slots before answering, as
+    crate::forward::batch_of_items! {
+    contains_many
+    /// Touches a group's slots before answering, as
     /// [`insert_many`](Self::insert_many) does.
     ///
     /// # Examples
@@ -425,15 +416,6 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// assert_eq!(hits, [true, false]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes.
@@ -538,17 +520,7 @@ impl<H> OverwriteMap<H> {
     }
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for OverwriteMap<H> {
-    #[inline]
-    fn insert(&self, item: &T) -> bool {
-        OverwriteMap::insert(self, item)
-    }
-
-    #[inline]
-    fn contains(&self, item: &T) -> bool {
-        OverwriteMap::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(impl[H: ItemHasher] for OverwriteMap<H>, item: Hash);
 
 /// Inserts every item, as a loop of [`insert`](OverwriteMap::insert) (which takes `&self`:
 /// call it in a loop to fill a shared map).

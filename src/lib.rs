@@ -79,11 +79,11 @@
 //!   after* it returns `true`: later on the same thread, or on another thread after a
 //!   synchronization with the inserting one (a join, a channel, a mutex, a Release store read
 //!   by an Acquire load). A lookup that merely runs later by the clock may miss an item just
-//!   inserted: the structures do not synchronize other memory, and seeing an item does not make
-//!   the inserting thread's other writes visible.
-//! - **Exactly one is told "new"**: among threads whose `insert` of one item that the
-//!   structure does not hold overlap, exactly one gets `true`, so `insert` is an exactly-once
-//!   gate; "at least one" allows several.
+//!   inserted. Nor is a structure a way to pass data: seeing an item is not promised to make
+//!   the inserting thread's other writes visible (use a channel or a lock).
+//! - **Exactly one is told "new"**: when several threads insert the same item at once and the
+//!   structure did not hold it, exactly one of them gets `true`, so `insert` is an
+//!   exactly-once gate; "at least one" allows several.
 //! - **Wait-free**: a bounded number of steps whatever other threads do (no loop, no lock);
 //!   **lock-free**: a step may be retried, but only because another thread made progress.
 //!   "Allocates": the allocator may take a lock.

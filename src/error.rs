@@ -1,4 +1,5 @@
-//! The crate's one error type.
+//! The crate's one error type, [`Error`], and [`Corruption`], what is wrong with a file that
+//! is not a well-formed file of this crate.
 
 use core::fmt;
 
@@ -6,10 +7,51 @@ use crate::Layout;
 use crate::hash::HasherIdentity;
 use crate::numbers::{Given, Rate};
 
-/// Why a constructor or a sizing function refused its input.
+/// Why an operation of the crate failed: every fallible public function returns this.
 ///
-/// Every fallible public function of the crate returns this. It is `#[non_exhaustive]`: new
-/// reasons (malformed persisted data, say) can be added without a breaking change.
+/// The variants, by what the caller can do about them:
+///
+/// - **Change the parameters** (constructors, builders' `build`, the [`sizing`](crate::sizing)
+///   functions): [`InvalidFpr`](Self::InvalidFpr),
+///   [`InvalidProbability`](Self::InvalidProbability), [`ZeroCapacity`](Self::ZeroCapacity),
+///   [`ZeroBuckets`](Self::ZeroBuckets), [`InvalidParameter`](Self::InvalidParameter),
+///   [`FprBelowLayoutLimit`](Self::FprBelowLayoutLimit) and
+///   [`GrowingFprBelowLayoutLimit`](Self::GrowingFprBelowLayoutLimit) (both name the layout
+///   that reaches the rate, if one does), [`TooLarge`](Self::TooLarge). Nothing was built.
+/// - **Ask for less memory, or try again later**: [`AllocationFailed`](Self::AllocationFailed),
+///   from a constructor, a load, or a growing filter's insert (the item was not inserted; the
+///   next insert of a new item tries the growth again).
+/// - **Stop feeding a full filter**: a
+///   [`GrowingBloomFilter`](crate::GrowingBloomFilter)'s insert refuses a new item with
+///   [`Full`](Self::Full) (built with `scaling(false)`), or, at the end of its growth
+///   schedule, with [`GrowingFprBelowLayoutLimit`](Self::GrowingFprBelowLayoutLimit) or
+///   [`TooLarge`](Self::TooLarge). The item was not inserted; the items already in the filter
+///   are still answered.
+/// - **Fix the file or the way it is read** (`save`, `load`, `write_to`, `read_from`,
+///   `import_chunks`, `serde`): [`Io`](Self::Io) (the operating system's reason),
+///   [`Corrupt`](Self::Corrupt) (damaged, truncated, or not a file of this crate),
+///   [`UnsupportedVersion`](Self::UnsupportedVersion) (upgrade the crate),
+///   [`WrongStructure`](Self::WrongStructure) (load it as the type that saved it),
+///   [`HasherMismatch`](Self::HasherMismatch) (load it with the hasher that wrote it),
+///   [`RetiredHasher`](Self::RetiredHasher) (convert or rebuild it, as the variant says).
+///   Nothing was built from the input.
+/// - **Merge only filters built alike**: [`Incompatible`](Self::Incompatible), from
+///   [`union`](crate::AtomicBloomFilter::union) and
+///   [`intersect`](crate::AtomicBloomFilter::intersect); the filter is unchanged.
+///
+/// No public function panics on bad input: it returns one of these. The enum is
+/// `#[non_exhaustive]`, so new reasons can be added without a breaking change: match with a
+/// `_` arm.
+///
+/// # Examples
+///
+/// ```
+/// use seen::{AtomicBloomFilter, Error};
+/// assert_eq!(AtomicBloomFilter::with_capacity(0, 0.01).unwrap_err(), Error::ZeroCapacity);
+/// assert!(matches!(AtomicBloomFilter::load("/nonexistent/seen"), Err(Error::Io { .. })));
+/// let refused = AtomicBloomFilter::read_from(&b"not a filter"[..]).unwrap_err();
+/// assert!(matches!(refused, Error::Corrupt(_)), "{refused}");
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {

@@ -1,23 +1,60 @@
-//! The one trait every structure of the crate implements.
+//! [`DedupFilter`], the trait that lets generic code take any of the crate's structures whose
+//! `insert` answers with a `bool`.
 
 /// A concurrent "have I seen this before?" structure: the interface that lets generic code (the
-/// crate's own tests, or yours) treat every structure of the crate alike.
+/// crate's own tests, or yours) treat the structures alike.
+///
+/// Implemented by [`AtomicBloomFilter`](crate::AtomicBloomFilter),
+/// [`WindowedBloomFilter`](crate::WindowedBloomFilter),
+/// [`SemiConcurrentBloomFilter`](crate::SemiConcurrentBloomFilter),
+/// [`OverwriteMap`](crate::OverwriteMap) and [`ExactOverwriteMap`](crate::ExactOverwriteMap)
+/// (the example below calls a generic function with each, so the compiler checks this list).
+/// Not by [`GrowingBloomFilter`](crate::GrowingBloomFilter), whose `insert` returns a `Result`
+/// (a growth can fail, and a `bool` could only hide that by dropping the item or by
+/// overfilling), nor by [`FrozenBloomFilter`](crate::FrozenBloomFilter), which has no
+/// `insert`.
 ///
 /// Both methods take `&self` and may be called from any number of threads at once. They are
-/// approximate, and the two families err in **opposite directions**, which decides which one a
-/// job needs:
+/// approximate, and the two families err in **opposite directions**:
 ///
 /// | | `insert` returns `true` | `insert` returns `false` | `contains` returns `true` | `contains` returns `false` |
 /// |---|---|---|---|---|
 /// | Bloom filters | new, **certainly** | seen, **probably** (false positive) | seen, **probably** | never inserted, **certainly** |
-/// | `OverwriteMap` | not remembered (new, or forgotten) | seen, **certainly** | seen, **certainly** | not remembered |
+/// | overwrite maps | not remembered (new, or forgotten) | seen, **certainly** | seen, **certainly** | not remembered |
 ///
-/// - A Bloom filter never forgets, but may call a new item "seen": use it where dropping a rare
-///   new item is acceptable and letting a duplicate through is not (crawlers, notification
-///   senders with a tolerance for a missed notification...).
-/// - An `OverwriteMap` never calls a new item "seen" (up to a 2^-64 fingerprint collision per
-///   lookup, never in [`ExactOverwriteMap`](crate::ExactOverwriteMap)), but forgets old items: use
-///   it where a new item must never be dropped (an at-least-once queue consumer).
+/// What each structure promises beyond this (racing inserts, progress, when it forgets) is in
+/// its `# Guarantees`, summed up in [the crate's table](crate#guarantees).
+///
+/// ```
+/// use seen::{AtomicBloomFilter, DedupFilter, ExactOverwriteMap, OverwriteMap};
+/// use seen::{SemiConcurrentBloomFilter, WindowedBloomFilter};
+///
+/// /// Keeps the first occurrence of each line: generic over the structure.
+/// fn first_occurrences<'a>(seen: &impl DedupFilter<str>, lines: &[&'a str]) -> Vec<&'a str> {
+///     lines.iter().copied().filter(|line| seen.insert(line)).collect()
+/// }
+///
+/// let lines = ["a", "b", "a", "c", "b"];
+/// let first = ["a", "b", "c"];
+/// let bloom = AtomicBloomFilter::with_capacity(1000, 0.001)?;
+/// let windowed = WindowedBloomFilter::builder(1000).fpr(0.001).build()?;
+/// let semi = SemiConcurrentBloomFilter::with_capacity(1000, 0.001)?;
+/// let map = OverwriteMap::with_buckets(1000)?;
+/// let exact = ExactOverwriteMap::with_buckets(1000)?;
+/// assert_eq!(first_occurrences(&bloom, &lines), first);
+/// assert_eq!(first_occurrences(&windowed, &lines), first);
+/// assert_eq!(first_occurrences(&semi, &lines), first);
+/// assert_eq!(first_occurrences(&map, &lines), first);
+/// assert_eq!(first_occurrences(&exact, &lines), first);
+/// # Ok::<(), seen::Error>(())
+/// ```
+///
+/// The growing filter is not one (its `insert` returns a `Result`):
+///
+/// ```compile_fail
+/// fn takes(_: &impl seen::DedupFilter<str>) {}
+/// takes(&seen::GrowingBloomFilter::with_capacity(1000, 0.01).unwrap());
+/// ```
 ///
 /// # Which items are "the same"
 ///
@@ -45,22 +82,6 @@
 /// assert!(exact.contains(b"msg"));
 /// # Ok::<(), seen::Error>(())
 /// ```
-///
-/// The concurrency contract each implementation states and checks with loom:
-///
-/// - Bloom filters have no false negatives under any interleaving: once `insert(x)` has returned,
-///   every `contains(x)` that *happens after* it returns `true`: later on the same thread, or on
-///   another thread after a synchronization with the inserting one (a join, a channel, a mutex, a
-///   Release store read by an Acquire load). A `contains` on another thread that merely runs
-///   later by the clock, with no such edge, may still miss an item just inserted, because the
-///   filters use `Relaxed` atomics and do not synchronize memory themselves.
-/// - When several threads `insert` the same new item at once, at least one of them gets `true`;
-///   where an implementation makes insert a single atomic read-modify-write, exactly one does:
-///   [`AtomicBloomFilter`](crate::AtomicBloomFilter) with [`Layout::Word`](crate::Layout::Word),
-///   and both overwrite maps.
-///
-/// The orderings behind each of these, and the loom models that check them, are in
-/// [the concurrency notes](crate::docs::concurrency).
 pub trait DedupFilter<T: ?Sized> {
     /// Records `item`; returns `true` when it is new as far as this structure can tell (see the
     /// table above for what `true` and `false` promise).

@@ -51,39 +51,50 @@
 //!   [`ManualClock`](clock::ManualClock) for tests and simulations; the
 //!   [`TimeBase`](clock::TimeBase) a filter and its file record of it.
 //! - [`hash`]: stable 128-bit hashing, the same on every run and platform; plug in your own.
-//! - [`DedupFilter`]: the trait every structure implements, with what each answer promises.
-//! - [`Error`]: why a constructor or a sizing function refused its input.
+//! - [`DedupFilter`]: the trait that lets generic code take any structure whose `insert`
+//!   answers with a `bool` (all but the growing filter and the frozen snapshot).
+//! - [`Error`]: why an operation failed, grouped by what the caller can do about it.
 //! - [`docs`]: the long-form documentation: [design and architecture](docs::design),
 //!   [sizing](docs::sizing), [concurrency](docs::concurrency), [benchmarks](docs::benchmarks).
 //!
 //! # Guarantees
 //!
-//! Every structure is `Send + Sync` and takes `&self` for every operation except `clear`.
+//! Each type's `# Guarantees` states its promises in full (follow the links); in short:
 //!
-//! - Bloom filters have no false negatives under any interleaving: once `insert(x)` has
-//!   returned, every `contains(x)` that happens after it (same thread, or after any
-//!   synchronization) returns `true`.
-//! - Among threads racing to insert the same new item, at least one is told it is new; with
-//!   [`Layout::Word`] and in both overwrite maps, exactly one is (in a map, unless another
-//!   item overwrites the slot between them: the map then forgot the first, as it may any time).
-//! - An overwrite map never reports "seen" for an item that was not inserted (up to 2^-64 per
-//!   lookup in [`OverwriteMap`], never in [`ExactOverwriteMap`]), and `forget` erases an item
-//!   only if its slot still holds it, never the item that overwrote it.
-//! - [`AtomicBloomFilter`]'s `insert` and `contains`, and [`OverwriteMap`]'s `insert`,
-//!   `contains` and `forget`, are wait-free: a bounded number of atomic operations, no loops, no
-//!   locks. [`SemiConcurrentBloomFilter`] and [`ExactOverwriteMap`] take no lock of their own
-//!   (they build on lock-free components) but allocate, and the allocator may lock.
-//! - [`GrowingBloomFilter`] keeps them across growths (exactly once with [`Layout::Word`], at
-//!   least once with [`Layout::Line`]); `contains` is wait-free, `insert` lock-free except
-//!   that an insert of a new item waits for the thread allocating the next layer once the full
-//!   layer has taken 1/64 more than its capacity (the bound that keeps the rate).
-//! - [`WindowedBloomFilter`] keeps these promises across rotations for an item younger than
-//!   its retention (`n` to `n + 1` periods): an item is forgotten only when its generation
-//!   retires, and racing inserts of one new item get exactly one `true` also when a rotation
-//!   happens meanwhile; `contains` is wait-free, `insert` lock-free (it retries only when a
-//!   rotation lands inside it).
-//! - The structures do not synchronize other memory: seeing an item does not make the inserting
-//!   thread's other writes visible.
+//! | structure | racing inserts of one new item | errs by | `insert` / `contains` | forgets |
+//! | --- | --- | --- | --- | --- |
+//! | [`AtomicBloomFilter`](AtomicBloomFilter#guarantees), word layout | exactly one is told "new" | false positives, no false negatives | wait-free / wait-free | never |
+//! | [`AtomicBloomFilter`](AtomicBloomFilter#guarantees), line layout | at least one is | false positives, no false negatives | wait-free / wait-free | never |
+//! | [`WindowedBloomFilter`](WindowedBloomFilter#guarantees) | exactly one, across rotations | false positives, no false negatives within the window | lock-free / wait-free | after `n` to `n + 1` periods |
+//! | [`GrowingBloomFilter`](GrowingBloomFilter#guarantees), word layout | exactly one, across growths | false positives, no false negatives | lock-free but one wait / lock-free | never |
+//! | [`GrowingBloomFilter`](GrowingBloomFilter#guarantees), line layout | at least one | false positives, no false negatives | lock-free but one wait / lock-free | never |
+//! | [`SemiConcurrentBloomFilter`](SemiConcurrentBloomFilter#guarantees) | at least one | false positives, no false negatives | lock-free, allocates / lock-free | never |
+//! | [`FrozenBloomFilter`](FrozenBloomFilter#guarantees) | immutable | false positives, no false negatives | none / wait-free | never |
+//! | [`OverwriteMap`](OverwriteMap#guarantees) | exactly one, unless overwritten between | forgets; a false positive only by a 2^-64 collision | wait-free / wait-free | when overwritten |
+//! | [`ExactOverwriteMap`](ExactOverwriteMap#guarantees) | exactly one, unless overwritten between | forgets; no false positives | lock-free, allocates / lock-free | when overwritten |
+//!
+//! The words, once for every type:
+//!
+//! - **No false negatives**: once `insert(x)` has returned, every `contains(x)` that *happens
+//!   after* it returns `true`: later on the same thread, or on another thread after a
+//!   synchronization with the inserting one (a join, a channel, a mutex, a Release store read
+//!   by an Acquire load). A lookup that merely runs later by the clock may miss an item just
+//!   inserted. Nor is a structure a way to pass data: seeing an item is not promised to make
+//!   the inserting thread's other writes visible (use a channel or a lock).
+//! - **Exactly one is told "new"**: when several threads insert the same item at once and the
+//!   structure did not hold it, exactly one of them gets `true`, so `insert` is an
+//!   exactly-once gate; "at least one" allows several.
+//! - **Wait-free**: a bounded number of steps whatever other threads do (no loop, no lock);
+//!   **lock-free**: a step may be retried, but only because another thread made progress.
+//!   "Allocates": the allocator may take a lock.
+//!
+//! Every structure is `Send + Sync` (with the default hasher and clock) and takes `&self` for
+//! inserts, lookups, `forget`, `claim`, `union`, `compact`, `rotate`, `maintain` and saves; the
+//! methods that take `&mut self` are [`AtomicBloomFilter::clear`] and
+//! [`AtomicBloomFilter::intersect`] (they clear bits, which would lose racing inserts), and
+//! `Extend::extend` (the trait's signature; a loop of `insert` does the same through `&self`).
+//! [`WindowedBloomFilter::with_clock`] and [`WindowedBloomFilter::with_time_base`] consume the
+//! filter and return it changed.
 //!
 //! Every protocol is model-checked with loom, each model with a deliberately broken twin that
 //! loom must catch, and stress-tested on real threads: the orderings and the models are in
@@ -108,11 +119,8 @@
 //! - Each layout has a smallest false-positive rate it accepts (see [`Layout`]); below it,
 //!   constructors return [`Error::FprBelowLayoutLimit`] (a growing filter,
 //!   [`Error::GrowingFprBelowLayoutLimit`]), naming the layout that can.
-//! - [`Layout::Line`] and [`SemiConcurrentBloomFilter`] are not exactly-once: two threads
-//!   inserting one new item can both be told it is new.
 //! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
-//!   6 periods (7 to 14 take two lines); an insert that returns `false` does not renew the
-//!   item's retention.
+//!   6 periods (7 to 14 take two lines).
 //! - A fixed-size filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::info`] tells by how much). [`GrowingBloomFilter`] grows, at the
 //!   cost of one cache line per layer on each insert and more memory.
@@ -137,6 +145,7 @@ pub mod clock;
 pub mod docs;
 mod error;
 mod filter;
+mod forward;
 pub mod hash;
 mod layout;
 mod numbers;
@@ -163,3 +172,51 @@ mod loom_models;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 mod readme_doctests {}
+
+// "Every structure is `Send + Sync`", checked by the compiler.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<AtomicBloomFilter>();
+    send_sync::<WindowedBloomFilter>();
+    send_sync::<WindowedBloomFilter<hash::StableHasher, clock::ManualClock>>();
+    send_sync::<GrowingBloomFilter>();
+    send_sync::<SemiConcurrentBloomFilter>();
+    send_sync::<FrozenBloomFilter>();
+    send_sync::<OverwriteMap>();
+    send_sync::<ExactOverwriteMap>();
+};
+
+#[cfg(all(test, not(seen_loom)))]
+mod tests {
+    /// The guarantee table's rows in `text` (lines starting with `prefix` and then `|`, from the
+    /// table's header on), each link's target dropped: the crate docs link to the types, the
+    /// README to docs.rs.
+    fn guarantee_table(text: &str, prefix: &str) -> Vec<String> {
+        let rows: Vec<String> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix(prefix))
+            .skip_while(|line| !line.starts_with("| structure | racing inserts"))
+            .take_while(|line| line.starts_with('|'))
+            .map(|row| {
+                let mut out = String::new();
+                let mut rest = row;
+                while let Some(at) = rest.find("](") {
+                    out.push_str(&rest[..=at]);
+                    let close = rest[at..].find(')').expect("a link's target ends") + at;
+                    rest = &rest[close + 1..];
+                }
+                out.push_str(rest);
+                out
+            })
+            .collect();
+        assert!(rows.len() > 2, "no guarantee table found");
+        rows
+    }
+
+    #[test]
+    fn the_readme_guarantee_table_is_the_crate_docs_table() {
+        let crate_docs = guarantee_table(include_str!("lib.rs"), "//! ");
+        let readme = guarantee_table(include_str!("../README.md"), "");
+        assert_eq!(readme, crate_docs);
+    }
+}

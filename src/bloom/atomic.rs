@@ -11,21 +11,28 @@ use crate::bits::{AtomicBits, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::{self, Relaxed};
-use crate::{DedupFilter, Error, Layout};
+use crate::{Error, Layout};
 
 /// A Bloom filter that any number of threads insert into and query at once, through `&self`.
 ///
+/// # Guarantees
+///
 /// - **No false negatives**, under any interleaving: once `insert(x)` has returned, every
-///   `contains(x)` that *happens after* it (on the same thread, or on another thread after any
-///   synchronization: a join, a channel, a mutex, a Release/Acquire flag) returns `true`.
+///   `contains(x)` that [happens after](crate#guarantees) it returns `true`.
 /// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items;
 ///   past capacity the rate grows (see [`estimated_fpr`](Self::estimated_fpr)).
 /// - **Racing inserts of one new item**: with [`Layout::Word`] (the default) exactly one of them
-///   returns `true`, so `insert` is an exactly-once gate; with [`Layout::Line`] at least one
-///   does.
-/// - `insert` is lock-free (at most one atomic read-modify-write per word that lacks bits; no
-///   retry loop: in fact wait-free), `contains` is wait-free (plain loads). All bit accesses are `Relaxed`:
-///   the filter does not synchronize other memory between threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
+///   returns `true` (one `fetch_or` sets all of the item's bits), so `insert` is an exactly-once
+///   gate; with [`Layout::Line`] at least one does, and how often several do depends on how
+///   closely the threads run in step, with no bound.
+/// - **Progress**: `insert` and `contains` are wait-free: `insert` is at most one atomic
+///   read-modify-write per word that lacks bits (one word in the word layout, up to 8 in the
+///   line layout) and never retries; `contains` is plain loads. The batch methods are the same
+///   item by item, and [`union`](Self::union) one `fetch_or` per word.
+/// - **Never forgets**: only [`clear`](Self::clear) and [`intersect`](Self::intersect) remove
+///   bits, and they take `&mut self`.
+/// - All bit accesses are `Relaxed`: the filter does not synchronize other memory between
+///   threads ([why that is enough](crate::docs::concurrency#atomicbloomfilter)).
 ///
 /// # Examples
 ///
@@ -207,9 +214,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         hits
     }
 
-    /// Inserts every item and appends to `new`, for each in order, what [`insert`](Self::insert)
-    /// would have returned (`true`: certainly new); returns how many were new. RedisBloom's
-    /// `BF.MADD`.
+    crate::forward::batch_of_items! {
+    insert_many
+    /// RedisBloom's `BF.MADD`.
     ///
     /// Faster than a loop of `insert` on a filter larger than the caches: it hashes a group of
     /// items, then reads all their words, then writes, so that the group's cache misses
@@ -234,15 +241,6 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// assert_eq!(new, [true, true]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            new,
-        )
     }
 
     /// [`insert_many`](Self::insert_many) of already computed hashes (from
@@ -257,8 +255,9 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         })
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`. RedisBloom's `BF.MEXISTS`. Hashes a group of items, then
+    crate::forward::batch_of_items! {
+    contains_many
+    /// RedisBloom's `BF.MEXISTS`. Hashes a group of items, then
     /// reads all their words, then answers, so the misses of a group overlap even when hashing
     /// an item takes long.
     ///
@@ -272,15 +271,6 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// assert_eq!(&hits[..], [true, false, true]); // `false` for "x" w.p. ~99%
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes.
@@ -729,17 +719,7 @@ fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering)
     new
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for AtomicBloomFilter<H> {
-    #[inline]
-    fn insert(&self, item: &T) -> bool {
-        AtomicBloomFilter::insert(self, item)
-    }
-
-    #[inline]
-    fn contains(&self, item: &T) -> bool {
-        AtomicBloomFilter::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(impl[H: ItemHasher] for AtomicBloomFilter<H>, item: Hash);
 
 impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher> Extend<&'a T> for AtomicBloomFilter<H> {
     /// Inserts every item, as [`insert_counting_new`](AtomicBloomFilter::insert_counting_new).

@@ -21,6 +21,15 @@ use crate::{Error, Layout};
 /// [`AtomicBloomFilter`](crate::AtomicBloomFilter): a hash inserted in one is found at the
 /// same bits in the other.
 ///
+/// # Guarantees
+///
+/// - **Immutable**: every thread sees the same bits for the snapshot's whole life; a snapshot
+///   of a [`SemiConcurrentBloomFilter`](crate::SemiConcurrentBloomFilter) holds every item
+///   compacted before it was taken, and never one inserted later.
+/// - **No false negatives** for the items it holds; **false positives** at a rate of at most
+///   the target `fpr` when it holds `capacity` distinct items.
+/// - **Progress**: `contains` is wait-free (plain loads of one block).
+///
 /// # Examples
 ///
 /// ```

@@ -61,9 +61,14 @@ const STUCK: u64 = 1 << 33;
 ///   [`Layout::Word`](crate::Layout::Word) (the default) exactly one does, also when a growth lands in the middle
 ///   (the insert re-checks the number of layers after its write, and follows a growth into
 ///   the new layer: [the protocol](crate::docs::concurrency#growingbloomfilter)).
-/// - `contains` is wait-free; `insert` is lock-free except in one corner: an insert that finds
-///   the newest layer 1/64 past its capacity while another thread allocates the next waits for
-///   that thread.
+/// - **False positives** at a rate under the target `fpr` however many items arrive (the
+///   layers' rates add up to less), as long as the schedule of layers does not end.
+/// - **Progress**: `contains` is lock-free: it reads the list of layers through arc-swap,
+///   whose load is lock-free (and wait-free nearly always), then each layer's block with plain
+///   loads. `insert` is lock-free except in one corner: an insert that finds the newest layer
+///   1/64 past its capacity while another thread allocates the next waits for that thread. A
+///   growth allocates.
+/// - **Never forgets**; an `Err` from `insert` means the item was not inserted.
 ///
 /// This type does not implement [`DedupFilter`](crate::DedupFilter): its `insert` can fail,
 /// and the trait's `bool` could only hide that (by dropping the item, or by overfilling).

@@ -7,10 +7,10 @@ use core::hash::Hash;
 use super::frozen::FrozenBloomFilter;
 use super::info::BloomInfo;
 use super::{BloomBuilder, SemiOptions};
+use crate::Error;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet, TryMutex, fence};
-use crate::{DedupFilter, Error};
 
 /// A Bloom filter whose readers always query an immutable snapshot plus a small buffer of recent
 /// inserts, and whose compacted state can be taken as a consistent snapshot at any time without
@@ -31,14 +31,29 @@ use crate::{DedupFilter, Error};
 ///   order is what makes it correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
 ///   have the argument and the loom models that check it.
 ///
-/// Guarantees: no false negatives (once `insert(x)` returned, every `contains(x)` that happens
-/// after it returns `true`); racing inserts of one new item: at least one returns `true`.
-/// Readers never block; `insert` is lock-free, and never waits for a compaction (the pending set
-/// may then grow past `insertions_before_compact` until the running compaction is done).
-///
 /// Memory: the bits twice over once the second compaction has run (the current snapshot and
 /// the one it replaced, kept for reuse), plus the pending set, plus 8 bytes per summary slot
 /// (4 slots per `insertions_before_compact`, a power of two from 64 to 65,536).
+///
+/// # Guarantees
+///
+/// - **No false negatives**, under any interleaving with inserts and compactions: once
+///   `insert(x)` has returned, every `contains(x)` that [happens after](crate#guarantees) it
+///   returns `true`.
+/// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items
+///   (pending items are looked up exactly and add none).
+/// - **Racing inserts of one new item**: at least one returns `true`; several can (each finds
+///   the item in neither the snapshot nor the pending set before one of them adds it). Not an
+///   exactly-once gate: use [`AtomicBloomFilter`](crate::AtomicBloomFilter) with the word
+///   layout for that.
+/// - **Progress**: `contains` is lock-free and never blocks (a summary load, the snapshot
+///   through arc-swap, the skip list); `insert` is lock-free, allocates (a skip-list node, and a
+///   compaction's snapshot), and never waits for a compaction (the pending set may then grow
+///   past `insertions_before_compact` until the running compaction is done).
+/// - **Snapshots**: a [`snapshot`](Self::snapshot) never changes; after
+///   [`compact`](Self::compact) returns `true`, the snapshot it swapped in (and every later
+///   one) holds every item whose insert happened before the call began.
+/// - **Never forgets**.
 ///
 /// # Examples
 ///
@@ -204,10 +219,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         &self.summary[hash.h1 as usize & (self.summary.len() - 1)]
     }
 
-    /// Inserts every item and appends to `new`, for each in order, what
-    /// [`insert`](Self::insert) would have returned; returns how many were new. A loop of
-    /// `insert` with the hashing done 16 items ahead (an insert's cost is in the pending set,
-    /// not in a cache miss a group could overlap).
+    crate::forward::batch_of_items! {
+    insert_many
+    /// A loop of `insert` with the hashing done 16 items ahead (an insert's cost is in the
+    /// pending set, not in a cache miss a group could overlap).
     ///
     /// # Examples
     ///
@@ -218,15 +233,6 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// assert_eq!(new, [true, true, false]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            new,
-        )
     }
 
     /// [`insert_many`](Self::insert_many) of already computed hashes.
@@ -238,9 +244,8 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         each_in_groups(hashes, new, |hash| self.insert_hash(hash))
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`.
-    ///
+    crate::forward::batch_of_items! {
+    contains_many
     /// # Examples
     ///
     /// ```
@@ -251,15 +256,6 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// assert_eq!(hits, [true, false]); // `false` for "b" w.p. ~99%
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes.
@@ -517,15 +513,9 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     }
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher + Clone> DedupFilter<T> for SemiConcurrentBloomFilter<H> {
-    fn insert(&self, item: &T) -> bool {
-        SemiConcurrentBloomFilter::insert(self, item)
-    }
-
-    fn contains(&self, item: &T) -> bool {
-        SemiConcurrentBloomFilter::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(
+    impl[H: ItemHasher + Clone] for SemiConcurrentBloomFilter<H>, item: Hash
+);
 
 impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher + Clone> Extend<&'a T>
     for SemiConcurrentBloomFilter<H>

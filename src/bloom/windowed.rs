@@ -17,7 +17,7 @@ use crate::hash::{ItemHasher, StableHasher};
 use crate::sizing::WindowSizing;
 use crate::sync::Ordering::{Acquire, Relaxed};
 use crate::sync::{AtomicU64, TryMutex};
-use crate::{DedupFilter, Error, Layout};
+use crate::{Error, Layout};
 
 mod file;
 mod options;
@@ -550,15 +550,9 @@ impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
     }
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher, C: Clock> DedupFilter<T> for WindowedBloomFilter<H, C> {
-    fn insert(&self, item: &T) -> bool {
-        WindowedBloomFilter::insert(self, item)
-    }
-
-    fn contains(&self, item: &T) -> bool {
-        WindowedBloomFilter::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(
+    impl[H: ItemHasher, C: Clock] for WindowedBloomFilter<H, C>, item: Hash
+);
 
 /// Entry points for the loom models' broken twins.
 #[cfg(all(test, seen_loom))]

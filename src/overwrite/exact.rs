@@ -3,11 +3,11 @@
 use core::fmt;
 
 use super::{ExactClaim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::Error;
 use crate::batch::{GROUP, reserve_results};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::{Arc, ArcCell, spin_hint};
-use crate::{DedupFilter, Error};
 
 /// What an [`ExactOverwriteMap`] slot holds: the bytes of the last key, or nothing.
 pub(super) type Entry = Option<Box<[u8]>>;
@@ -30,9 +30,23 @@ pub(super) type Entry = Option<Box<[u8]>>;
 /// [`OverwriteMap`](crate::OverwriteMap) unless a 2^-64 chance of dropping a new message per
 /// lookup is too much.
 ///
-/// `contains` is lock-free (arc-swap's load is); `insert` and `forget` are lock-free too: they
-/// retry only when another thread changed the slot between their load and their
-/// compare-and-swap.
+/// # Guarantees
+///
+/// - **No false positives**: `insert` returns `false` and `contains` `true` only when the
+///   key's slot holds exactly these bytes.
+/// - **Forgets**, as [`OverwriteMap`](crate::OverwriteMap#guarantees) does: a key survives `x`
+///   later insertions of other keys with probability `(1 - 1/buckets)^x`; a forgotten key is
+///   new again.
+/// - **Racing inserts of one key** into a slot that does not hold it: exactly one returns
+///   `true` (an insert never replaces an entry that holds its key), unless another key
+///   overwrites the slot between them. Racing claims likewise: exactly one gets the
+///   [`ExactClaim`].
+/// - **`forget` erases only what is still there**: never another key that overwrote the slot;
+///   a dropped claim forgets exactly the entry it inserted, not an equal one inserted later.
+/// - **Progress**: `contains` is lock-free (arc-swap's load is: wait-free nearly always);
+///   `insert` and `forget` are lock-free too: they retry only when another thread changed the
+///   slot between their load and their compare-and-swap. `insert` of a key the slot does not
+///   hold allocates.
 ///
 /// # Examples
 ///
@@ -517,15 +531,9 @@ fn holds(entry: &Entry, key: &[u8]) -> bool {
     entry.as_deref() == Some(key)
 }
 
-impl<K: AsRef<[u8]> + ?Sized, H: ItemHasher> DedupFilter<K> for ExactOverwriteMap<H> {
-    fn insert(&self, key: &K) -> bool {
-        ExactOverwriteMap::insert(self, key)
-    }
-
-    fn contains(&self, key: &K) -> bool {
-        ExactOverwriteMap::contains(self, key)
-    }
-}
+crate::forward::dedup_filter!(
+    impl[H: ItemHasher] for ExactOverwriteMap<H>, item: AsRef<[u8]>
+);
 
 /// Inserts every key, as a loop of [`insert`](ExactOverwriteMap::insert) (which takes `&self`:
 /// call it in a loop to fill a shared map).

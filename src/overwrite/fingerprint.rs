@@ -4,31 +4,41 @@ use core::fmt;
 use core::hash::Hash;
 
 use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
+use crate::Error;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::try_boxed_slice;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sync::AtomicU64;
 use crate::sync::Ordering::Relaxed;
-use crate::{DedupFilter, Error};
 
 /// A lock-free "have I seen this recently?" map that errs the safe way for at-least-once
 /// consumers: it never reports an item it was not given as seen, and it forgets old items.
 ///
 /// Each of the `buckets` slots is one `AtomicU64` holding the 64-bit fingerprint of the last
-/// item hashed to it (8 bytes per bucket, nothing else).
+/// item hashed to it (8 bytes per bucket, nothing else): [`insert`](Self::insert) is one atomic
+/// `swap`, [`forget`](Self::forget) one `compare_exchange`, and [`claim`](Self::claim) wraps
+/// the two in a guard for at-least-once processing: an insert that is forgotten again unless
+/// [`commit`](Claim::commit)ted.
 ///
-/// - [`insert`](Self::insert) is one atomic `swap`: it returns `false` (seen) exactly when the
-///   slot held this item's fingerprint.
-/// - [`forget`](Self::forget) is one `compare_exchange`: it clears the slot only if it still
-///   holds this item, so it never erases another item that overwrote it.
-/// - [`claim`](Self::claim) wraps the two in a guard for at-least-once processing: an insert
-///   that is forgotten again unless [`commit`](Claim::commit)ted.
-/// - A wrong "seen" needs another item with the same slot *and* the same 64-bit fingerprint
-///   (the high half of the 128-bit hash; the slot comes from the low half): probability at most
-///   2^-64 ≈ 5.4·10^-20 per query. [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it
-///   zero.
-/// - How long it remembers: an item survives `x` later insertions of other items with
-///   probability `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window)).
+/// # Guarantees
+///
+/// - **No false positives**, up to a collision: `insert` returns `false` and `contains` `true`
+///   only when the item's slot holds its fingerprint. A wrong "seen" needs another item with
+///   the same slot *and* the same 64-bit fingerprint (the high half of the 128-bit hash; the
+///   slot comes from the low half): probability at most 2^-64 ≈ 5.4·10^-20 per query.
+///   [`ExactOverwriteMap`](crate::ExactOverwriteMap) makes it zero.
+/// - **Forgets**: an item survives `x` later insertions of other items with probability
+///   `(1 - 1/buckets)^x` (see [`for_window`](Self::for_window), and below for what counts);
+///   a forgotten item is new again.
+/// - **Racing inserts of one item** into a slot that does not hold it: exactly one returns
+///   `true`, unless another item overwrites the slot between them (the map then forgot the
+///   item, and a later insert of it is new again). Racing claims likewise: exactly one gets
+///   the [`Claim`].
+/// - **`forget` erases only what is still there**: it clears the slot only if it still holds
+///   this item, never another item that overwrote it.
+/// - **Progress**: `insert`, `contains`, `forget` and `claim` are wait-free (one atomic
+///   instruction, no loop). All accesses are `Relaxed`: the map does not synchronize other
+///   memory between threads.
 ///
 /// # What counts as a later insertion
 ///
@@ -55,11 +65,6 @@ use crate::{DedupFilter, Error};
 ///
 /// (`tests/overwrite.rs`, `replicated_deliveries_count_twice_against_the_window`, measures it:
 /// 0.811 of copies recognized with the naive size, 0.901 with the doubled one.)
-///
-/// All operations are wait-free (one atomic instruction, no loop) and `Relaxed`: the map does
-/// not synchronize other memory between threads. Racing inserts of the same item into a slot
-/// that does not hold it: exactly one returns `true`, unless another item overwrites the slot
-/// between them (the map then forgot the item, and a later insert of it is new again).
 ///
 /// # Examples
 ///
@@ -356,9 +361,8 @@ impl<H> OverwriteMap<H> {
 }
 
 impl<H: ItemHasher> OverwriteMap<H> {
-    /// Inserts every item and appends to `new`, for each in order, what
-    /// [`insert`](Self::insert) would have returned; returns how many were new.
-    ///
+    crate::forward::batch_of_items! {
+    insert_many
     /// Faster than a loop of `insert` on a map larger than the caches: it hashes a group of 16
     /// items and touches their slots before writing any, so the cache misses overlap. The
     /// outcome is that of `insert`, item by item, in order (an item repeated in the batch, or
@@ -374,15 +378,6 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// assert_eq!(new, [true, true, false]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            new,
-        )
     }
 
     /// [`insert_many`](Self::insert_many) of already computed hashes (see
@@ -406,8 +401,9 @@ impl<H: ItemHasher> OverwriteMap<H> {
         })
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`. Touches a group's slots before answering, as
+    crate::forward::batch_of_items! {
+    contains_many
+    /// Touches a group's slots before answering, as
     /// [`insert_many`](Self::insert_many) does.
     ///
     /// # Examples
@@ -420,15 +416,6 @@ impl<H: ItemHasher> OverwriteMap<H> {
     /// assert_eq!(hits, [true, false]);
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes.
@@ -533,17 +520,7 @@ impl<H> OverwriteMap<H> {
     }
 }
 
-impl<T: Hash + ?Sized, H: ItemHasher> DedupFilter<T> for OverwriteMap<H> {
-    #[inline]
-    fn insert(&self, item: &T) -> bool {
-        OverwriteMap::insert(self, item)
-    }
-
-    #[inline]
-    fn contains(&self, item: &T) -> bool {
-        OverwriteMap::contains(self, item)
-    }
-}
+crate::forward::dedup_filter!(impl[H: ItemHasher] for OverwriteMap<H>, item: Hash);
 
 /// Inserts every item, as a loop of [`insert`](OverwriteMap::insert) (which takes `&self`:
 /// call it in a loop to fill a shared map).

@@ -78,8 +78,9 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.held(block * self.stride, mask, slots, Relaxed)
     }
 
-    /// Appends to `hits`, for each item in order, what [`contains`](Self::contains) returns;
-    /// returns how many were `true`. Faster than a loop of `contains` on a window larger than
+    crate::forward::batch_of_items! {
+    contains_many
+    /// Faster than a loop of `contains` on a window larger than
     /// the caches: it hashes a group of items, reads every item's line, then tests them, so
     /// that the group's cache misses overlap instead of waiting behind each item's test of
     /// every generation ([measured](crate::docs::benchmarks#the-windowed-filter-one-line-against-8-filters)).
@@ -97,15 +98,6 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// assert_eq!(hits, [true, false, true]); // "b": false w.p. 99%
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> usize
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(
-            items.into_iter().map(|item| self.hasher.hash_item(item)),
-            hits,
-        )
     }
 
     /// [`contains_many`](Self::contains_many) of already computed hashes (from

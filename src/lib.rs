@@ -218,5 +218,18 @@ mod tests {
         let crate_docs = guarantee_table(include_str!("lib.rs"), "//! ");
         let readme = guarantee_table(include_str!("../README.md"), "");
         assert_eq!(readme, crate_docs);
+        // The README's links lead to this package's pages on docs.rs.
+        let links = include_str!("../README.md")
+            .lines()
+            .filter(|line| line.starts_with("| [`"))
+            .map(|line| line.split("](").nth(1).expect("a link"))
+            .collect::<Vec<_>>();
+        assert!(links.len() > 2);
+        for link in links {
+            assert!(
+                link.starts_with("https://docs.rs/seen-dedup/latest/seen/"),
+                "{link}"
+            );
+        }
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::key::Missing;
-use crate::units::{parse_duration, parse_size};
+use crate::flags::{DEFAULT_REMEMBER_PROBABILITY, Sizing, probability, threads};
+use crate::units::parse_duration;
 
 /// `seen dedup`'s command line.
 #[derive(Args, Clone)]
@@ -81,38 +82,20 @@ pub(crate) struct Dedup {
     /// with probability --remember-probability, and may print a duplicate it forgot.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Structure (one of)")]
     pub(super) remember: Option<u64>,
-    /// With --remember: the probability that a key is still remembered N records later.
+    /// With --remember: the probability that a key is still remembered N records later,
+    /// strictly between 0 and 1.
     #[arg(
         long,
         value_name = "Q",
-        default_value_t = 0.9,
+        default_value_t = DEFAULT_REMEMBER_PROBABILITY,
+        value_parser = probability,
+        allow_negative_numbers = true,
         requires = "remember",
         help_heading = "Structure (one of)"
     )]
     pub(super) remember_probability: f64,
-    /// Distinct keys the filter is sized for (the first layer's when it grows, each period's
-    /// with --window).
-    #[arg(
-        long,
-        default_value_t = 10_000_000,
-        value_name = "N",
-        help_heading = "Sizing"
-    )]
-    pub(super) capacity: u64,
-    /// The false-positive rate at capacity: the probability that a new record is dropped
-    /// (over the whole window with --window).
-    #[arg(
-        long,
-        default_value_t = 1e-4,
-        value_name = "P",
-        help_heading = "Sizing"
-    )]
-    pub(super) fpr: f64,
-    /// A fixed-size filter of at most SIZE instead of --capacity: the most distinct keys that
-    /// SIZE holds at --fpr (`256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB, GB
-    /// decimal). Past them it drops more new records than --fpr (a warning tells when).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "state"], help_heading = "Sizing")]
-    pub(super) memory: Option<u64>,
+    #[command(flatten, next_help_heading = "Sizing")]
+    pub(super) sizing: Sizing,
     /// Print only the duplicates (each time a key is seen again).
     #[arg(long, conflicts_with = "count", help_heading = "Output")]
     pub(super) repeated: bool,
@@ -133,13 +116,13 @@ pub(crate) struct Dedup {
     /// that a daily run remembers the days before. FILE then holds exactly the keys of the
     /// records written. A failed run (exit status 2) leaves FILE as it was. One run at a time:
     /// another run on FILE fails at once (the lock is FILE.lock).
-    #[arg(long, value_name = "FILE", conflicts_with = "exact")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
     pub(super) state: Option<PathBuf>,
-    /// Threads that split, hash and decide records (default: one per core). With 2 or more,
+    /// Threads that split, hash and decide records, 1 to 1024 (default: one per core). With 2 or more,
     /// one more thread reads and the main thread writes, in input order. Every key is decided
     /// by one thread in input order, so the output is in input order and no key is printed
     /// twice. With --exact (fingerprint collisions aside), --remember or --time-field it is
     /// the same for every count; a Bloom filter's rare false positives may differ.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..1025))]
-    pub(super) threads: Option<u64>,
+    #[arg(long, value_name = "N", value_parser = threads())]
+    pub(super) threads: Option<u32>,
 }

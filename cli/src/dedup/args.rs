@@ -65,7 +65,8 @@ pub(crate) struct Dedup {
     pub(super) period: Option<Duration>,
     /// With --window: take each record's time from field N (with -f's --delimiter) or, with
     /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
-    /// or RFC 3339 (`2026-11-22T09:30:00Z`, `2026-11-22`). Time never runs backwards: a record
+    /// or RFC 3339 with its offset (`2026-11-22T09:30:00Z`, `...+01:00`; `2026-11-22` is its midnight
+    /// UTC; a leap second `:60` counts as `:59`). Time never runs backwards: a record
     /// older than one before it (or than the --state's time) counts at the newer time;
     /// --stats counts them, and a warning says when one is more than WINDOW older. A record
     /// dated more than WINDOW after the wall clock is an error. A --state remembers which

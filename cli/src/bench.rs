@@ -16,6 +16,7 @@ use seen::{
 use serde_json::json;
 
 use crate::Failure;
+use crate::flags::{DEFAULT_FPR, DEFAULT_REMEMBER_PROBABILITY, capacity, probability, threads};
 use crate::plot::{self, BarChart};
 use crate::table::{self, Table, given, grouped, human_bytes, rate};
 
@@ -38,14 +39,15 @@ pub(crate) struct Bench {
     /// The keys each structure is sized for [default: the number of distinct keys inserted].
     /// The windowed filter splits them over its generations; the overwrite map remembers a
     /// key across this many later insertions with probability --remember-probability.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = capacity())]
     capacity: Option<u64>,
-    /// The Bloom filters' false-positive rate at capacity (the windowed filter's over its
+    /// The Bloom filters' false-positive rate at capacity, strictly between 0 and 1 (the windowed filter's over its
     /// whole window, the growing filter's however much it grows).
     #[arg(
         long,
-        default_value_t = 1e-4,
+        default_value_t = DEFAULT_FPR,
         value_name = "P",
+        value_parser = probability,
         allow_negative_numbers = true
     )]
     fpr: f64,
@@ -60,20 +62,22 @@ pub(crate) struct Bench {
         default_value = "word,line,grow,window,overwrite,exact"
     )]
     structures: Vec<Structure>,
-    /// Thread counts to measure with, each a separate run on a new structure: the keys are
+    /// Thread counts to measure with (each 1 to 1024), each a separate run on a new structure: the keys are
     /// split into that many consecutive parts, one per thread.
     #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "1",
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+          value_parser = threads())]
     threads: Vec<u32>,
     /// The windowed filter's generations: the keys are inserted in this many periods of
     /// --capacity / G keys, the filter rotated between them, so every key is in the window.
     #[arg(long, value_name = "G", default_value_t = 7)]
     generations: u32,
-    /// The overwrite map's probability of remembering a key after --capacity later insertions.
+    /// The overwrite map's probability of remembering a key after --capacity later insertions,
+    /// strictly between 0 and 1.
     #[arg(
         long,
         value_name = "Q",
-        default_value_t = 0.9,
+        default_value_t = DEFAULT_REMEMBER_PROBABILITY,
+        value_parser = probability,
         allow_negative_numbers = true
     )]
     remember_probability: f64,

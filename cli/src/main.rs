@@ -3,7 +3,8 @@
 //! Subcommands: `dedup` (the stream filter, `dedup.rs`), `size` (the sizing calculator,
 //! `size.rs`), `bench` (the harness for picking a structure, `bench.rs`), `sample` (generated
 //! input, `sample.rs`), `completions`. `plot.rs` draws their SVG charts, `table.rs` prints their
-//! tables, `units.rs` parses sizes and durations.
+//! tables, `units.rs` parses sizes and durations, `flags.rs` defines the flags that several
+//! subcommands take.
 
 /// `eprintln!` that never panics: a line on standard error, a failure to write it ignored (a
 /// closed terminal, `2>&1 | head`), so that the run still ends as it should.
@@ -16,6 +17,7 @@ macro_rules! say {
 
 mod bench;
 mod dedup;
+mod flags;
 mod oom;
 mod plot;
 mod sample;

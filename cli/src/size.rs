@@ -12,9 +12,10 @@ use seen::sizing::{
 use seen::{AtomicBloomFilter, Error, Layout};
 
 use crate::Failure;
+use crate::flags::{DEFAULT_REMEMBER_PROBABILITY, Sizing, probability};
 use crate::plot::{self, Curve, LineChart, Mark, Scale};
 use crate::table::{self, Table, given, grouped, human_bytes, percent, rate};
-use crate::units::{format_duration, parse_duration, parse_size};
+use crate::units::{format_duration, parse_duration};
 
 #[derive(Args)]
 #[command(after_help = "\
@@ -30,25 +31,8 @@ Examples:
                                                 and the duplicates against memory
   seen size --capacity 1000000 --plot fpr.svg   the false-positive rate up to 4x the capacity")]
 pub(crate) struct Size {
-    /// Distinct keys the Bloom filters are sized for. With --window: the new keys of one
-    /// period; with --grow: the first layer's.
-    #[arg(long, default_value_t = 10_000_000, value_name = "N")]
-    capacity: u64,
-    /// The false-positive rate at capacity: the probability that a key never inserted is
-    /// reported present (with --window: over the whole window; with --grow: however much it
-    /// grows).
-    #[arg(
-        long,
-        default_value_t = 1e-4,
-        value_name = "P",
-        allow_negative_numbers = true
-    )]
-    fpr: f64,
-    /// Size by memory instead of --capacity: the most keys each filter holds in SIZE at --fpr
-    /// (with --window: keys per period). `256MiB`, `1GiB`, `500MB`; K, M, G are binary, KB, MB,
-    /// GB decimal.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["capacity", "grow"])]
-    memory: Option<u64>,
+    #[command(flatten)]
+    sizing: Sizing,
     /// Add a windowed filter that remembers the last DURATION (`8d`, `12h`, `90m`), one
     /// generation per --period: --capacity new keys each.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "period")]
@@ -58,7 +42,7 @@ pub(crate) struct Size {
     period: Option<Duration>,
     /// Add the growing filter's schedule: the layers it adds past --capacity (each twice the
     /// keys of the one before, at 0.8 times its rate) until it holds --items keys.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "memory")]
     grow: bool,
     /// With --grow: the keys the growing filter must hold [default: 10 × --capacity].
     #[arg(long, value_name = "N", requires = "grow", value_parser = clap::value_parser!(u64).range(1..))]
@@ -79,7 +63,8 @@ pub(crate) struct Size {
     #[arg(
         long,
         value_name = "Q",
-        default_value_t = 0.9,
+        default_value_t = DEFAULT_REMEMBER_PROBABILITY,
+        value_parser = probability,
         requires = "remember",
         allow_negative_numbers = true
     )]
@@ -210,9 +195,9 @@ impl Figures {
 /// fit in --memory. A row that cannot be sized keeps its error; if no filter can, that is the
 /// command's failure.
 fn bloom_rows(args: &Size) -> Result<Vec<Row>, Failure> {
-    let fpr = args.fpr;
-    let capacity = |size: &dyn Fn(u64) -> Result<u64, Error>| match args.memory {
-        None => Ok(args.capacity),
+    let fpr = args.sizing.fpr;
+    let capacity = |size: &dyn Fn(u64) -> Result<u64, Error>| match args.sizing.memory {
+        None => Ok(args.sizing.capacity),
         Some(bytes) => match most_keys(bytes, size) {
             Ok(Some(keys)) => Ok(keys),
             Ok(None) => Err(format!(
@@ -254,8 +239,8 @@ fn bloom_rows(args: &Size) -> Result<Vec<Row>, Failure> {
     // The line layout reaches every rate the word layout does: if it has no sizing, no filter
     // has, and its error is the one to report.
     if let Err(e) = &rows[1].sizing {
-        let asked = match args.memory {
-            None => format!("--capacity {} --fpr {}", args.capacity, given(fpr)),
+        let asked = match args.sizing.memory {
+            None => format!("--capacity {} --fpr {}", args.sizing.capacity, given(fpr)),
             Some(bytes) => format!("--memory {bytes} --fpr {}", given(fpr)),
         };
         return Err(Failure(format!(
@@ -333,19 +318,19 @@ fn overfull(layout: Layout, fpr: f64, capacity: u64) -> Result<Vec<f64>, Error> 
 }
 
 fn write_bloom(out: &mut String, args: &Size, rows: &[Row]) {
-    let _ = match args.memory {
+    let _ = match args.sizing.memory {
         None => writeln!(
             out,
             "Bloom filters for {} keys at a false-positive rate of {}",
-            grouped(args.capacity),
-            given(args.fpr)
+            grouped(args.sizing.capacity),
+            given(args.sizing.fpr)
         ),
         Some(bytes) => writeln!(
             out,
             "Bloom filters in {} ({} bytes) at a false-positive rate of {}: the most keys each holds",
             human_bytes(bytes),
             grouped(bytes),
-            given(args.fpr)
+            given(args.sizing.fpr)
         ),
     };
     out.push('\n');
@@ -432,13 +417,13 @@ fn write_window(
         Failure(format!(
             "cannot size the windowed filter (--window {w} / --period {p} = {generations} \
              generations, --fpr {}): {e}",
-            given(args.fpr)
+            given(args.sizing.fpr)
         ))
     };
-    let per_period = match args.memory {
-        None => args.capacity,
+    let per_period = match args.sizing.memory {
+        None => args.sizing.capacity,
         Some(bytes) => {
-            let size = |keys| sizing::window(keys, generations, args.fpr).map(|s| s.bytes());
+            let size = |keys| sizing::window(keys, generations, args.sizing.fpr).map(|s| s.bytes());
             most_keys(bytes, &size).map_err(fail)?.ok_or_else(|| {
                 Failure(format!(
                     "--memory {bytes} is below the smallest windowed filter of {generations} \
@@ -447,7 +432,7 @@ fn write_window(
             })?
         }
     };
-    let s = sizing::window(per_period, generations, args.fpr).map_err(fail)?;
+    let s = sizing::window(per_period, generations, args.sizing.fpr).map_err(fail)?;
     let _ = writeln!(
         out,
         "\nWindowed filter (word layout): the last {w} as {generations} generations of {p}\n"
@@ -494,11 +479,13 @@ fn write_window(
 
 fn write_grow(out: &mut String, args: &Size) -> Result<(), Failure> {
     let layout = Layout::from(args.layout);
-    let items = args.items.unwrap_or(args.capacity.saturating_mul(10));
+    let items = args
+        .items
+        .unwrap_or(args.sizing.capacity.saturating_mul(10));
     let fail = |e: Error| Failure(format!("cannot size the growing filter: {e}"));
     let g = GrowingSizing::new(
-        args.capacity,
-        args.fpr,
+        args.sizing.capacity,
+        args.sizing.fpr,
         layout,
         DEFAULT_EXPANSION,
         DEFAULT_TIGHTENING,
@@ -575,13 +562,13 @@ fn bloom_plot(args: &Size, rows: &[Row]) -> LineChart {
         &format!(
             "False-positive rate past capacity (target {})\nlayouts: model filter's \
              estimated_fpr; classic: BloomSizing::fpr_at; marks: the expected rate at capacity",
-            given(args.fpr)
+            given(args.sizing.fpr)
         ),
         "keys inserted",
         "false-positive rate",
         Scale::Log,
     );
-    let top_decade = args.fpr.log10().floor();
+    let top_decade = args.sizing.fpr.log10().floor();
     chart.y_range = Some((10f64.powf(top_decade - 4.0), 1.0));
     let loads = || (0..=PLOT_STEPS).map(|j| PLOT_MAX_LOAD * f64::from(j) / f64::from(PLOT_STEPS));
     // The guaranteed sizing's curve is the textbook one, a hair lower: the table has it.

@@ -73,20 +73,14 @@ pub(crate) fn print(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// `n` with a comma between groups of three digits: `10,000,000`.
+/// `n` with a comma between groups of three digits: `10,000,000` (indicatif's `HumanCount`).
 pub(crate) fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    indicatif::HumanCount(n).to_string()
 }
 
-/// A size in B, KiB, MiB, GiB, TiB or PiB with 3 significant digits: `54.7 MiB`.
+/// A size in B, KiB, MiB, GiB, TiB or PiB with 3 significant digits: `54.7 MiB`, `300 MiB`.
+/// Not indicatif's `BinaryBytes`, which prints two decimals whatever the size (`54.69 MiB`,
+/// `300.00 MiB`): the tables give every figure to 3 significant digits (see [`rate`]).
 pub(crate) fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut value = bytes as f64;
@@ -148,6 +142,7 @@ mod tests {
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(1_000), "1,000");
         assert_eq!(grouped(10_000_000), "10,000,000");
+        assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
         assert_eq!(human_bytes(1023), "1023 B");
         assert_eq!(human_bytes(1024), "1.00 KiB");
         assert_eq!(human_bytes(57_344_000), "54.7 MiB");

@@ -205,8 +205,11 @@ fn bad_input_is_one_line_of_error_and_status_2() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     for (args, says) in [
-        (&["dedup", "--fpr", "1.5"][..], "false-positive rate"),
-        (&["dedup", "--capacity", "0"][..], "capacity"),
+        (&["dedup", "--fpr", "1e-30"][..], "false-positive rate"),
+        (
+            &["dedup", "--capacity", "18446744073709551615"][..],
+            "capacity",
+        ),
         (&["dedup", "-d", "ab", "-f", "1"][..], "one byte"),
     ] {
         let out = seen(args, b"a\n");

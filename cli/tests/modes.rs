@@ -271,7 +271,7 @@ fn bad_times_and_windows_are_one_line_errors() {
             "a field number",
         ),
         (
-            &["dedup", "--remember", "1000", "--remember-probability", "1"],
+            &["dedup", "--remember", "18446744073709551615"],
             b"a\n",
             "cannot build the filter",
         ),

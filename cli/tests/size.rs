@@ -476,11 +476,6 @@ fn bad_input_is_one_line_of_error_and_status_2_quickly() {
             &["--fpr", "1e-30"],
             "below 4.7e-15, the lowest the Line layout reaches",
         ),
-        (&["--fpr", "1"], "strictly between 0 and 1, got 1"),
-        (&["--fpr", "0"], "strictly between 0 and 1, got 0"),
-        (&["--fpr", "-0.5"], "strictly between 0 and 1, got -0.5"),
-        (&["--fpr", "NaN"], "got NaN"),
-        (&["--capacity", "0"], "capacity must be at least 1"),
         (&["--capacity", "18446744073709551615"], "exceed the limit"),
         (&["--memory", "10"], "below the smallest filter"),
         (&["--memory", "lots"], "not a size"),
@@ -496,10 +491,6 @@ fn bad_input_is_one_line_of_error_and_status_2_quickly() {
         (&["--window", "8", "--period", "1d"], "no unit"),
         (&["--grow", "--fpr", "1e-5"], "growing filter"),
         (&["--grow", "--items", "1000000000000"], "layer 6"),
-        (
-            &["--remember", "3600000", "--remember-probability", "1"],
-            "strictly between 0 and 1",
-        ),
         (
             &[
                 "--remember",

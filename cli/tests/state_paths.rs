@@ -1,10 +1,14 @@
-//! `--state` paths that cannot be saved (a loop of links, a name of a directory) or that are not
-//! what they seem (a link in place of the lock file): refused before the run prints anything.
+//! `--state` paths that cannot be saved (a loop of links, a name of a directory, a missing
+//! directory) or that are not what they seem (a link in place of the lock file, a named pipe, a
+//! device): refused before the run prints anything.
 #![cfg(unix)]
 
 mod common;
 
-use common::{scratch, seen};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{scratch, seen, stderr_of};
 
 /// A `--state` that is a loop of symbolic links can never be saved: the run refuses it
 /// before it prints anything (it printed every record, then failed to save, so the next run
@@ -81,5 +85,81 @@ fn a_state_named_as_a_directory_is_refused_before_the_run() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(out.stdout.is_empty(), "printed before refusing: {err}");
     assert!(err.contains(&state), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--state` in a directory that does not exist fails before the run reads anything (not after
+/// the whole input was printed, with nothing saved, so that the next run prints it all again).
+#[test]
+fn a_state_in_a_missing_directory_fails_before_printing() {
+    let out = seen(
+        &[
+            "dedup",
+            "--state",
+            "/nonexistent-seen-dir/dir/state",
+            "--capacity",
+            "100",
+        ],
+        b"a\nb\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "printed {:?} before failing",
+        out.stdout
+    );
+    assert!(
+        err.starts_with("seen: ") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(err.contains("/nonexistent-seen-dir/dir/state"), "{err}");
+}
+
+/// A `--state` that is not a regular file is refused at once, naming it: a named pipe (the load
+/// would wait for a writer forever), a directory or a device (read as a corrupt state).
+#[test]
+fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = scratch("fifo-state");
+    let fifo = dir.join("state");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+        .args(["dedup", "--state", fifo.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exited = child.try_wait().unwrap();
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = stderr_of(&mut child);
+    assert_eq!(
+        exited.and_then(|s| s.code()),
+        Some(2),
+        "blocked on the FIFO: {err}"
+    );
+    assert!(err.contains(fifo.to_str().unwrap()), "{err}");
+    for path in [dir.to_str().unwrap(), "/dev/null"] {
+        let out = seen(&["dedup", "--state", path], b"a\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(
+            err.starts_with("seen: ") && err.contains(path),
+            "{path}: {err}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

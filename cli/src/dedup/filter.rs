@@ -191,12 +191,12 @@ impl Filter {
             Self::Exact | Self::Remember(_) => None,
         };
         if let Some((capacity, fpr)) = held
-            && (capacity, fpr) != (args.capacity, args.fpr)
+            && (capacity, fpr) != (args.sizing.capacity, args.sizing.fpr)
         {
             return Err(Failure(format!(
                 "the state {name} holds a filter for --capacity {capacity} --fpr {fpr}, not \
                  --capacity {} --fpr {}: pass those, or another state file",
-                args.capacity, args.fpr
+                args.sizing.capacity, args.sizing.fpr
             )));
         }
         Ok(loaded)
@@ -207,7 +207,7 @@ impl Filter {
             // A window's rate asked of the layout is --fpr scaled: say which --fpr works, not
             // which layout. (A growing filter's error names --fpr's lowest value itself.)
             Error::FprBelowLayoutLimit { fpr, min_fpr, .. } if fpr > 0.0 => {
-                let lowest = min_fpr * args.fpr / fpr;
+                let lowest = min_fpr * args.sizing.fpr / fpr;
                 let hint = match (args.window, args.period) {
                     (Some(window), Some(period)) => format!(
                         " for a window of {} generations (--window {} --period {}): raise \
@@ -221,7 +221,7 @@ impl Filter {
                 Failure(format!(
                     "cannot build the filter: --fpr {:e} is below the lowest rate it reaches, \
                      {lowest:.3e}{hint}",
-                    args.fpr
+                    args.sizing.fpr
                 ))
             }
             e => Failure(format!("cannot build the filter: {e}")),
@@ -229,11 +229,11 @@ impl Filter {
     }
 
     pub(super) fn build(args: &Dedup) -> Result<Self, Error> {
-        if let Some(bytes) = args.memory {
-            let capacity = capacity_for(bytes, args.fpr)?;
+        if let Some(bytes) = args.sizing.memory {
+            let capacity = capacity_for(bytes, args.sizing.fpr)?;
             return Ok(Self::Bloom(
                 AtomicBloomFilter::builder(capacity)
-                    .fpr(args.fpr)
+                    .fpr(args.sizing.fpr)
                     .layout(seen::Layout::Line)
                     .build()?,
             ));
@@ -249,8 +249,8 @@ impl Filter {
             } else {
                 now()
             });
-            let filter = WindowedBloomFilter::builder(args.capacity)
-                .fpr(args.fpr)
+            let filter = WindowedBloomFilter::builder(args.sizing.capacity)
+                .fpr(args.sizing.fpr)
                 .periods(generations - 1)
                 .time_base(time_base(args.time_field.is_some()))
                 .rotate_every_aligned(period)
@@ -268,8 +268,8 @@ impl Filter {
             Self::Exact
         } else if args.fixed {
             Self::Bloom(
-                AtomicBloomFilter::builder(args.capacity)
-                    .fpr(args.fpr)
+                AtomicBloomFilter::builder(args.sizing.capacity)
+                    .fpr(args.sizing.fpr)
                     .layout(seen::Layout::Line)
                     .build()?,
             )
@@ -278,8 +278,8 @@ impl Filter {
             // The line layout, as the fixed filter: the word layout's schedule ends where a
             // layer's rate falls below 6.4e-6 (6 layers, 63 times --capacity at --fpr 1e-4).
             Self::Growing(
-                GrowingBloomFilter::builder(args.capacity)
-                    .fpr(args.fpr)
+                GrowingBloomFilter::builder(args.sizing.capacity)
+                    .fpr(args.sizing.fpr)
                     .layout(seen::Layout::Line)
                     .build()?,
             )
@@ -344,9 +344,9 @@ impl Filter {
     pub(super) fn overfill_warning(&self, args: &Dedup, capacity: u64) -> String {
         let rate = format!(
             "from here on it drops more new records as duplicates than --fpr {} says",
-            args.fpr
+            args.sizing.fpr
         );
-        match (self, args.memory, args.period) {
+        match (self, args.sizing.memory, args.period) {
             (Self::Windowed { .. }, _, Some(period)) => format!(
                 "more than --capacity {capacity} new keys in one --period {}: {rate}; pass a \
                  larger --capacity",
@@ -357,7 +357,7 @@ impl Filter {
                  {rate}; drop --memory (the filter then grows past its capacity), or give it \
                  more",
                 crate::units::format_size(bytes),
-                args.fpr
+                args.sizing.fpr
             ),
             _ => format!(
                 "more than --capacity {capacity} distinct keys in the fixed-size filter: {rate}; \

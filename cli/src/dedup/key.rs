@@ -130,7 +130,9 @@ fn kind(value: &serde_json::Value) -> &'static str {
 }
 
 /// A time: Unix seconds (`1700000000`, `1700000000.25`) or RFC 3339 (`2026-11-22T09:30:00Z`,
-/// `2026-11-22 09:30:00+01:00`, `2026-11-22`), as nanoseconds since the Unix epoch.
+/// `2026-11-22 09:30:00+01:00`, `2026-11-22` for its midnight UTC), as nanoseconds since the
+/// Unix epoch, from 1970 to 2554 (what a `u64` of nanoseconds holds). A leap second (`:60`)
+/// counts as the second before it (`:59`), as jiff reads it.
 pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
     let text = std::str::from_utf8(text)
         .map_err(|_| "the time field is not UTF-8".to_string())?
@@ -142,69 +144,20 @@ pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
         let secs: u64 = whole.parse().map_err(|_| bad())?;
         return nanos(secs, frac).ok_or_else(range);
     }
-    // YYYY-MM-DD, then optionally [T ]HH:MM:SS[.frac](Z|±HH:MM).
-    let num = |s: &str| -> Option<u64> {
-        s.bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    let date = text.get(..10).ok_or_else(bad)?;
-    let (y, m, d) = match date.split('-').collect::<Vec<_>>()[..] {
-        [y, m, d] if y.len() == 4 && m.len() == 2 && d.len() == 2 => (num(y), num(m), num(d)),
-        _ => return Err(bad()),
-    };
-    let (Some(y), Some(m), Some(d)) = (y, m, d) else {
-        return Err(bad());
-    };
-    // A local date before 1970 may be after the epoch in UTC (1969-12-31T23:00:00-02:00):
-    // the range is checked on the instant.
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return Err(bad());
-    }
-    let days = days_since_epoch(y, m, d);
-    let rest = &text[10..];
-    if rest.is_empty() {
-        return u64::try_from(days * 86_400)
-            .ok()
-            .and_then(|s| nanos(s, ""))
-            .ok_or_else(range);
-    }
-    let rest = rest.strip_prefix(['T', 't', ' ']).ok_or_else(bad)?;
-    let (clock, zone) = match rest.find(['Z', 'z', '+', '-']) {
-        Some(i) => rest.split_at(i),
-        None => return Err(bad()),
-    };
-    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
-    let (h, mi, s) = match hms.split(':').collect::<Vec<_>>()[..] {
-        [h, mi, s] if h.len() == 2 && mi.len() == 2 && s.len() == 2 => (num(h), num(mi), num(s)),
-        _ => return Err(bad()),
-    };
-    let (Some(h), Some(mi), Some(s)) = (h, mi, s) else {
-        return Err(bad());
-    };
-    if h > 23 || mi > 59 || s > 60 {
-        return Err(bad());
-    }
-    let offset: i64 = match zone {
-        "Z" | "z" => 0,
-        _ => {
-            let (sign, hm) = zone.split_at(1);
-            let (Some(oh), Some(om)) = (
-                hm.get(..2).and_then(num),
-                hm.get(2..).and_then(|r| r.strip_prefix(':')).and_then(num),
-            ) else {
-                return Err(bad());
-            };
-            if hm.len() != 5 || oh > 23 || om > 59 {
-                return Err(bad());
-            }
-            let o = (oh * 3600 + om * 60) as i64;
-            if sign == "+" { o } else { -o }
+    // A date alone is its midnight UTC; anything else needs its offset (`Z` or `+01:00`). A
+    // local date before 1970 may be after the epoch in UTC (1969-12-31T23:00:00-02:00): the
+    // range is checked on the instant.
+    let instant = match text.parse::<jiff::Timestamp>() {
+        Ok(instant) => instant,
+        Err(_) if text.len() == 10 => {
+            let date: jiff::civil::Date = text.parse().map_err(|_| bad())?;
+            jiff::tz::Offset::UTC
+                .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
+                .map_err(|_| range())?
         }
+        Err(_) => return Err(bad()),
     };
-    let local = days * 86_400 + (h * 3600 + mi * 60 + s) as i64;
-    let secs = u64::try_from(local - offset).map_err(|_| range())?;
-    nanos(secs, frac).ok_or_else(range)
+    u64::try_from(instant.as_nanosecond()).map_err(|_| range())
 }
 
 /// `secs` and a decimal fraction (`"25"` for .25) as nanoseconds.
@@ -221,27 +174,85 @@ pub(super) fn nanos(secs: u64, frac: &str) -> Option<u64> {
     secs.checked_mul(1_000_000_000)?.checked_add(part)
 }
 
-pub(super) fn is_leap(y: u64) -> bool {
-    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub(super) fn days_in_month(y: u64, m: u64) -> u64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn times_in_unix_seconds_and_rfc_3339() {
+        assert_eq!(parse_time(b"1700000000"), Ok(1_700_000_000 * S));
+        assert_eq!(parse_time(b"1700000000.25"), Ok(1_700_000_000 * S + S / 4));
+        assert_eq!(parse_time(b"2026-11-22"), Ok(1_795_305_600 * S));
+        assert_eq!(
+            parse_time(b"2026-11-22T09:30:00Z"),
+            Ok((1_795_305_600 + 34_200) * S)
+        );
+        // Offsets: the same instant written three ways; `t`, `z` and a space as RFC 3339 allows.
+        for text in [
+            "2026-11-22T10:30:00+01:00",
+            "2026-11-22 04:00:00-05:30",
+            "2026-11-22t09:30:00z",
+        ] {
+            assert_eq!(
+                parse_time(text.as_bytes()),
+                Ok((1_795_305_600 + 34_200) * S),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            parse_time(b"2026-11-22T09:30:00.5Z"),
+            Ok((1_795_305_600 + 34_200) * S + S / 2)
+        );
+        // The local date is 1969, the instant 1970.
+        assert_eq!(parse_time(b"1969-12-31T23:00:00-02:00"), Ok(3_600 * S));
+        assert_eq!(parse_time(b"1970-01-01T00:00:00Z"), Ok(0));
     }
-}
 
-/// Days from 1970-01-01 to the date (negative before it; a year of 4 digits).
-pub(super) fn days_since_epoch(y: u64, m: u64, d: u64) -> i64 {
-    let year_days = |y: u64| if is_leap(y) { 366 } else { 365 };
-    let years: i64 = if y >= 1970 {
-        (1970..y).map(year_days).sum()
-    } else {
-        -(y..1970).map(year_days).sum::<i64>()
-    };
-    let months: u64 = (1..m).map(|m| days_in_month(y, m)).sum();
-    years + (months + d - 1) as i64
+    /// A leap second is taken as jiff takes it: the second before (an RFC 3339 time is valid
+    /// with `:60`, and a record's time only moves the window's clock).
+    #[test]
+    fn a_leap_second_is_the_second_before_it() {
+        assert_eq!(
+            parse_time(b"2016-12-31T23:59:60Z"),
+            parse_time(b"2016-12-31T23:59:59Z")
+        );
+        assert_eq!(parse_time(b"2016-12-31T23:59:59Z"), Ok(1_483_228_799 * S));
+    }
+
+    /// Far dates: the last day a `u64` of nanoseconds holds is a time, the next is out of range,
+    /// and so are dates before 1970 and past jiff's year 9999.
+    #[test]
+    fn far_dates_are_in_range_or_say_so() {
+        assert_eq!(parse_time(b"2554-07-21"), Ok(18_446_659_200 * S));
+        assert_eq!(parse_time(b"2554-07-21T23:34:33.709551615Z"), Ok(u64::MAX));
+        for text in [
+            "2554-07-21T23:34:34Z",
+            "2554-07-22",
+            "9999-12-31",
+            "1969-12-31",
+        ] {
+            let err = parse_time(text.as_bytes()).unwrap_err();
+            assert!(err.contains("out of range"), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_time_says_so() {
+        for text in [
+            "",
+            "yesterday",
+            "2026-11-22T09:30:00",
+            "2026-13-01",
+            "2026-02-30",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T09:61:00Z",
+            "10000-01-01",
+            "-1",
+        ] {
+            let err = parse_time(text.as_bytes()).unwrap_err();
+            assert!(err.starts_with("not a time"), "{text}: {err}");
+        }
+    }
 }

@@ -1,0 +1,129 @@
+//! The arguments of `seen dedup`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::key::Missing;
+use crate::flags::{DEFAULT_REMEMBER_PROBABILITY, Sizing, probability, threads};
+use crate::units::parse_duration;
+
+/// `seen dedup`'s command line.
+#[derive(Args, Clone)]
+#[command(group = clap::ArgGroup::new("structure").multiple(false).args(["exact", "grow", "fixed", "window", "remember", "memory"]))]
+pub(crate) struct Dedup {
+    /// Files to read, in order; standard input when none is given, or for `-`.
+    pub(super) files: Vec<PathBuf>,
+    /// Records end with NUL, not newline (input and output).
+    #[arg(short = 'z', long)]
+    pub(super) zero_terminated: bool,
+    /// The key is field N of the record (from 1), fields split by --delimiter.
+    #[arg(short = 'f', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(super) field: Option<u64>,
+    /// The field delimiter, one byte.
+    #[arg(short = 'd', long, default_value = "\t", value_name = "BYTE")]
+    pub(super) delimiter: String,
+    /// Records are JSON objects, one per line; the key is the value at PATH (dotted:
+    /// `user.id`, `items.0.sku` for an array's first element; a string's text, any other
+    /// value's JSON). A record that is not JSON is an error; one without a value at PATH
+    /// (`null` counts as none), or that is not an object, is handled by --missing-key.
+    #[arg(long, value_name = "PATH", conflicts_with = "field")]
+    pub(super) json_key: Option<String>,
+    /// What a record without a key is (one with fewer fields than -f N, or without --json-key's
+    /// PATH): `error` (the default) stops the run at it with its line number; `print` prints
+    /// it, never deduplicated (counted apart in --stats). Such records are never given a
+    /// shared key: that would drop all but the first as duplicates.
+    #[arg(long, value_enum, default_value_t = Missing::Error, value_name = "WHAT")]
+    pub(super) missing_key: Missing,
+    /// Keep a 96-bit fingerprint of every key (14 to 18 bytes a key: memory grows with the
+    /// distinct keys). Exact but for fingerprint collisions: with N distinct keys, the
+    /// probability that any new record of the run is dropped is at most N²/2^97 (2.5e-15 for
+    /// 20 million keys, 6.3e-12 for a billion), for keys not crafted to collide under xxh3.
+    #[arg(long, help_heading = "Structure (one of)")]
+    pub(super) exact: bool,
+    /// Grow the filter past --capacity (RedisBloom's scaling filter), so that its
+    /// false-positive rate stays under --fpr for any number of keys. The default.
+    #[arg(long, help_heading = "Structure (one of)")]
+    pub(super) grow: bool,
+    /// A filter of fixed size for --capacity keys (or --memory): bounded memory, but past
+    /// its capacity it drops more new records than --fpr says (a warning tells when).
+    #[arg(long, help_heading = "Structure (one of)")]
+    pub(super) fixed: bool,
+    /// Forget keys after a window of time: a repeat within WINDOW of a key's first printed
+    /// record is always dropped; one more than WINDOW + PERIOD later is always printed
+    /// (between the two, it depends on the time of day the key came). A windowed filter of
+    /// WINDOW / PERIOD + 1 generations of --capacity keys each. Time is the wall clock, or
+    /// --time-field. Up to 7 generations share one cache line: `--window 6d --period 1d`
+    /// takes about half the memory of `7d` (see `seen size --window 7d --period 1d`).
+    #[arg(long, value_name = "WINDOW", value_parser = parse_duration, requires = "period", help_heading = "Structure (one of)")]
+    pub(super) window: Option<Duration>,
+    /// With --window: how often the oldest generation is forgotten (`1d`; WINDOW must be a
+    /// multiple of it, from 1 to 62 times; more than 14 times needs a --fpr above 1e-4, 4e-4
+    /// for 62).
+    #[arg(long, value_name = "PERIOD", value_parser = parse_duration, requires = "window", help_heading = "Structure (one of)")]
+    pub(super) period: Option<Duration>,
+    /// With --window: take each record's time from field N (with -f's --delimiter) or, with
+    /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
+    /// or RFC 3339 with its offset (`2026-11-22T09:30:00Z`, `...+01:00`; `2026-11-22` is its midnight
+    /// UTC; a leap second `:60` counts as `:59`). Time never runs backwards: a record
+    /// older than one before it (or than the --state's time) counts at the newer time;
+    /// --stats counts them, and a warning says when one is more than WINDOW older. A record
+    /// dated more than WINDOW after the wall clock is an error. A --state remembers which
+    /// clock it follows: a run that would switch between --time-field and the wall clock is
+    /// refused.
+    #[arg(
+        long,
+        value_name = "N|PATH",
+        requires = "window",
+        help_heading = "Structure (one of)"
+    )]
+    pub(super) time_field: Option<String>,
+    /// Never drop a new record: an overwrite map that remembers a key across N later records
+    /// with probability --remember-probability, and may print a duplicate it forgot.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Structure (one of)")]
+    pub(super) remember: Option<u64>,
+    /// With --remember: the probability that a key is still remembered N records later,
+    /// strictly between 0 and 1.
+    #[arg(
+        long,
+        value_name = "Q",
+        default_value_t = DEFAULT_REMEMBER_PROBABILITY,
+        value_parser = probability,
+        allow_negative_numbers = true,
+        requires = "remember",
+        help_heading = "Structure (one of)"
+    )]
+    pub(super) remember_probability: f64,
+    #[command(flatten, next_help_heading = "Sizing")]
+    pub(super) sizing: Sizing,
+    /// Print only the duplicates (each time a key is seen again).
+    #[arg(long, conflicts_with = "count", help_heading = "Output")]
+    pub(super) repeated: bool,
+    /// Print the number of new and of duplicate records instead of the records.
+    #[arg(long, help_heading = "Output")]
+    pub(super) count: bool,
+    /// Print a summary on standard error at the end: records, new, duplicates (and how many
+    /// of them may be false positives), records/s, the structure's memory and estimated
+    /// false-positive rate.
+    #[arg(long, help_heading = "Output")]
+    pub(super) stats: bool,
+    /// No progress bar (it shows on standard error only when that is a terminal).
+    #[arg(long, help_heading = "Output")]
+    pub(super) no_progress: bool,
+    /// Load the filter from FILE if it exists, and save it there at the end, on SIGINT or
+    /// SIGTERM, and when the reader of the output goes away (crash-safely: a temporary file
+    /// renamed over it, through a symbolic link to its target, keeping its permissions), so
+    /// that a daily run remembers the days before. FILE then holds exactly the keys of the
+    /// records written. A failed run (exit status 2) leaves FILE as it was. One run at a time:
+    /// another run on FILE fails at once (the lock is FILE.lock).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
+    pub(super) state: Option<PathBuf>,
+    /// Threads that split, hash and decide records, 1 to 1024 (default: one per core). With 2 or more,
+    /// one more thread reads and the main thread writes, in input order. Every key is decided
+    /// by one thread in input order, so the output is in input order and no key is printed
+    /// twice. With --exact (fingerprint collisions aside), --remember or --time-field it is
+    /// the same for every count; a Bloom filter's rare false positives may differ.
+    #[arg(long, value_name = "N", value_parser = threads())]
+    pub(super) threads: Option<u32>,
+}

@@ -1,0 +1,141 @@
+//! SIGINT and SIGTERM: the first ends the run after the chunks read are written and the
+//! state saved; a second (not the first delivered twice) ends it at once, its status saying
+//! what the state file holds.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::INTERRUPTED_STATUS;
+use super::sequencer::{End, Sequencer, lock};
+use crate::Failure;
+
+/// Whether SIGINT or SIGTERM arrived.
+pub(super) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// How far the state's save got, for a second signal: [`UNSAVED`], [`SAVING`], [`SAVED`]
+/// (also when there is nothing to save) or [`FAILED`]. A mutex, not an atomic: a signal's
+/// decision and the start of the save exclude each other, so the line it prints is true.
+pub(super) static SAVE: Mutex<u8> = Mutex::new(UNSAVED);
+pub(super) const UNSAVED: u8 = 0;
+pub(super) const SAVING: u8 = 1;
+pub(super) const SAVED: u8 = 2;
+pub(super) const FAILED: u8 = 3;
+
+pub(super) fn set_save(to: u8) {
+    *SAVE.lock().unwrap_or_else(PoisonError::into_inner) = to;
+}
+
+/// The signals after the first that were not the first delivered twice.
+pub(super) static AGAIN: AtomicU8 = AtomicU8::new(0);
+
+/// A signal this soon after the first is the same one delivered twice (GNU `timeout` sends
+/// the signal it forwards to the command and to its process group), not a second one.
+pub(super) const SAME_SIGNAL: Duration = Duration::from_millis(250);
+
+/// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
+/// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
+/// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) ends the run
+/// at once, and its status says what the state file holds:
+///
+/// - no `--state`, or saved: 130, as for one signal;
+/// - the save not begun: 2, with a line saying that the state file keeps its previous save,
+///   without this run's records (the next run prints them again);
+/// - the save under way: it is waited for (a line says so), then 130 (or 2 if it failed); a
+///   third signal stops at once, with status 2 and a line saying that the file holds the
+///   previous save or this run's, whole (a save is renamed into place in one step; the
+///   temporary file a stopped save leaves is removed by the next save).
+pub(super) fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
+    static FIRST: OnceLock<Instant> = OnceLock::new();
+    let installed = ctrlc::set_handler(move || {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            if FIRST.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
+                return;
+            }
+            if AGAIN.fetch_add(1, Ordering::SeqCst) > 0 {
+                say!(
+                    "seen: interrupted during the save of --state: the file holds its previous \
+                     save or this run's, whole"
+                );
+                std::process::exit(2);
+            }
+            // Held to the exit: the save does not begin meanwhile.
+            let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
+            match *save {
+                _ if !state => std::process::exit(INTERRUPTED_STATUS),
+                SAVED => std::process::exit(INTERRUPTED_STATUS),
+                SAVING => {
+                    drop(save);
+                    say!(
+                        "seen: saving --state, which ends in a moment (a third signal stops \
+                         without waiting)"
+                    );
+                    let wait = || {
+                        loop {
+                            std::thread::sleep(Duration::from_millis(10));
+                            match *SAVE.lock().unwrap_or_else(PoisonError::into_inner) {
+                                SAVED => std::process::exit(INTERRUPTED_STATUS),
+                                // The run reports why, and exits 2.
+                                FAILED => return,
+                                _ => {}
+                            }
+                        }
+                    };
+                    // On another thread, so that the handler returns to see a third signal
+                    // (here, if the system gives no thread).
+                    if std::thread::Builder::new().spawn(wait).is_err() {
+                        wait();
+                    }
+                }
+                _ => {
+                    say!(
+                        "seen: interrupted again before --state was saved: it keeps its \
+                         previous save, without the records printed by this run (the next run \
+                         prints them again)"
+                    );
+                    std::process::exit(2);
+                }
+            }
+            return;
+        }
+        let _ = FIRST.set(Instant::now());
+        let sequencer = Arc::clone(&sequencer);
+        // The handler must return to see a second signal: finish on another thread (here,
+        // if the system gives no thread).
+        let end = |sequencer: Arc<Mutex<Sequencer>>| {
+            let mut s = lock(&sequencer);
+            if !s.pipeline {
+                interrupted(&mut s);
+            }
+        };
+        let other = Arc::clone(&sequencer);
+        if std::thread::Builder::new()
+            .spawn(move || end(other))
+            .is_err()
+        {
+            end(Arc::clone(&sequencer));
+        }
+    });
+    // Without a handler (another one is installed), a signal ends the process as usual: the
+    // state file keeps its last save.
+    let _ = installed;
+}
+
+/// Ends an interrupted run: the records decided are written, the state saved, then the
+/// process exits with status 130. Nothing if the run had already finished.
+pub(super) fn interrupted(s: &mut Sequencer) {
+    if s.finished {
+        return;
+    }
+    let status = match s.finish(End::Interrupted, None) {
+        Ok(status) => status,
+        Err(Failure(why)) => {
+            say!("seen: {why}");
+            2
+        }
+    };
+    if status == INTERRUPTED_STATUS {
+        say!("seen: interrupted after {} records", s.records);
+    }
+    std::process::exit(status);
+}

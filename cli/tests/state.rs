@@ -186,11 +186,18 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
         let lines: Vec<u8> = [key.as_bytes().to_vec(), distinct(200_000)].concat();
         let mut child = start(&args);
         let mut stdin = child.stdin.take().unwrap();
+        let (reading, read) = std::sync::mpsc::channel();
         let feed = std::thread::spawn(move || {
-            let _ = stdin.write_all(&lines);
+            // 128 KiB fit no pipe's buffer (64 KiB): once written, the run has read from its
+            // input, so its signal handler (set before the first read) is in place.
+            let (first, rest) = lines.split_at(128 << 10);
+            let _ = stdin.write_all(first);
+            let _ = reading.send(());
+            let _ = stdin.write_all(rest);
             stdin
         });
-        std::thread::sleep(Duration::from_millis(300));
+        read.recv_timeout(Duration::from_secs(120))
+            .expect("the run reads its input");
         kill("INT", child.id());
         std::thread::sleep(Duration::from_millis(300));
         let mut out = child.stdout.take().unwrap();
@@ -215,7 +222,9 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
         if saving {
             kill("INT", child.id());
             if third {
-                std::thread::sleep(Duration::from_millis(20));
+                // At once, while the save (a few tens of milliseconds for this state) runs: a
+                // `kill` of its own, so that the two are delivered apart, not merged into one
+                // pending signal.
                 let _ = Command::new("kill")
                     .args(["-INT", &child.id().to_string()])
                     .status();

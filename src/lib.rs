@@ -165,7 +165,8 @@ pub use layout::Layout;
 pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, OverwriteMap};
 
 #[cfg(all(test, seen_loom))]
-mod loom_models;
+#[path = "../loom-tests/mod.rs"]
+mod loom_tests;
 
 // The README's Rust examples, run as doctests. Private: rustdoc tests the docs of private items
 // too, and nothing public exists only for tests.

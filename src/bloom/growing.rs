@@ -133,25 +133,6 @@ struct Layer {
     counted: Padded<AtomicU64>,
 }
 
-/// The deliberately broken variants the loom models run (`Correct` outside them).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[cfg_attr(not(all(test, seen_loom)), allow(dead_code))]
-pub(crate) enum Twin {
-    /// The protocol as documented.
-    Correct,
-    /// The insert does not re-check the number of layers after its write.
-    IgnoreGrowth,
-    /// The growth publishes the new layer, then zeroes its bits (the memory held another
-    /// layer's bits before: "publishes a layer before it is initialised").
-    PublishBeforeInit,
-    /// Not broken: a growth by this insert fails as an allocation failure would (the models
-    /// of the stuck state and the retry).
-    FailGrowth,
-    /// A growth by this insert fails, and the failure keeps the claim instead of marking the
-    /// filter stuck: every later insert of a new item waits for a growth no one runs.
-    FailKeepingClaim,
-}
-
 /// What one attempt of an insert came to.
 enum Step {
     /// Inserted (or found): the result.
@@ -165,16 +146,18 @@ enum Step {
 }
 
 impl Layer {
-    fn new(growth: &GrowingSizing, i: u32, twin: Twin) -> Result<Self, Error> {
+    fn new(growth: &GrowingSizing, i: u32) -> Result<Self, Error> {
         let sizing = growth.layer(i)?;
         let capacity = growth.layer_capacity(i)?;
-        if matches!(twin, Twin::FailGrowth | Twin::FailKeepingClaim) {
+        #[cfg(all(test, seen_loom))]
+        if twin!(FailGrowth) || twin!(FailKeepingClaim) {
             return Err(Error::AllocationFailed {
                 bytes: sizing.bytes(),
             });
         }
         let bits = AtomicBits::new(sizing.lines())?;
-        if twin == Twin::PublishBeforeInit {
+        #[cfg(all(test, seen_loom))]
+        if twin!(PublishBeforeInit) {
             // Memory that held another layer: every bit set until it is zeroed.
             for i in 0..bits.words() {
                 bits.word(i).store(u64::MAX, Relaxed);
@@ -338,31 +321,23 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// # Errors
     ///
     /// As [`insert`](Self::insert).
-    #[inline]
     pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        self.insert_hash_with(hash, Twin::Correct)
-    }
-
-    /// The insert protocol; `twin` selects a broken variant for the loom models.
-    ///
-    /// Every access to the state word and the bits is `SeqCst` (on x86-64 the same instructions
-    /// as `Relaxed`): exactly-once across a growth is a store-buffering pattern, and its proof
-    /// uses the single total order ([the protocol](crate::docs::concurrency#growingbloomfilter)).
-    pub(crate) fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> Result<bool, Error> {
+        // Every access to the state word and the bits is `SeqCst` (on x86-64 the same
+        // instructions as `Relaxed`): exactly-once across a growth is a store-buffering pattern,
+        // and its proof uses the single total order (docs/concurrency.md, GrowingBloomFilter).
+        // `twin!(Name)` here and below: a broken variant for the loom models; the literal
+        // `false` in every other build.
         let mut round = 0;
         loop {
             let state = self.state.0.load(SeqCst);
             sc_order();
-            match self
-                .layers
-                .read(|layers| self.attempt(layers, state, hash, twin))
-            {
+            match self.layers.read(|layers| self.attempt(layers, state, hash)) {
                 Step::Done(new) => return Ok(new),
                 Step::Crossed(layers) => {
-                    self.start_growth(layers, twin);
+                    self.start_growth(layers);
                     return Ok(true);
                 }
-                Step::Stuck => self.grow_stuck(state, twin)?,
+                Step::Stuck => self.grow_stuck(state)?,
                 Step::Wait => {
                     backoff(round);
                     round = round.saturating_add(1);
@@ -373,7 +348,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
 
     /// One attempt of an insert against the layers of `state`.
     #[inline(always)]
-    fn attempt(&self, layers: &Layers, state: u64, hash: Hash128, twin: Twin) -> Step {
+    fn attempt(&self, layers: &Layers, state: u64, hash: Hash128) -> Step {
         let n = (state & LAYERS) as usize;
         let list = &layers.0[..n];
         if held(list, hash, SeqCst) {
@@ -387,7 +362,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                 return Step::Wait;
             }
         }
-        self.insert_from(layers, n, hash, twin)
+        self.insert_from(layers, n, hash)
     }
 
     /// Sets the item's bits in the newest of the first `n` layers, then re-checks the number
@@ -395,14 +370,14 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// them may have missed these bits, so the item is looked up in the layers published
     /// meanwhile and written again into the newest (the result is `true` only if every write
     /// was new and no such layer held it).
-    fn insert_from(&self, layers: &Layers, n: usize, hash: Hash128, twin: Twin) -> Step {
+    fn insert_from(&self, layers: &Layers, n: usize, hash: Hash128) -> Step {
         let layer = &layers.0[n - 1];
         if !insert_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
             return Step::Done(false);
         }
         sc_order();
         let now = (self.state.0.load(SeqCst) & LAYERS) as usize;
-        if now == n || twin == Twin::IgnoreGrowth {
+        if now == n || twin!(IgnoreGrowth) {
             return if layer.count(hash) {
                 Step::Crossed(n)
             } else {
@@ -415,7 +390,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             if held(&newer.0[n..now - 1], hash, SeqCst) {
                 Step::Done(false)
             } else {
-                self.insert_from(newer, now, hash, twin)
+                self.insert_from(newer, now, hash)
             }
         })
     }
@@ -424,7 +399,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// filter) or marks the filter full (a non-scaling one), if no other thread did.
     #[cold]
     #[inline(never)]
-    fn start_growth(&self, n: usize, twin: Twin) {
+    fn start_growth(&self, n: usize) {
         let scaling = self.growth.scaling;
         let to = n as u64 | if scaling { CLAIMED } else { STUCK };
         if self
@@ -436,14 +411,14 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         {
             // A failure leaves the filter stuck: the next insert of a new item retries and
             // returns the error (this insert's item is in).
-            let _ = self.grow(n, twin);
+            let _ = self.grow(n);
         }
     }
 
     /// An insert of a new item found the newest layer full and no growth under way.
     #[cold]
     #[inline(never)]
-    fn grow_stuck(&self, state: u64, twin: Twin) -> Result<(), Error> {
+    fn grow_stuck(&self, state: u64) -> Result<(), Error> {
         if !self.growth.scaling {
             return Err(Error::Full {
                 capacity: self.growth.initial_capacity,
@@ -456,7 +431,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             .0
             .compare_exchange(state, claimed, SeqCst, Relaxed)
         {
-            Ok(_) => self.grow(n, twin),
+            Ok(_) => self.grow(n),
             // Another thread claimed it, or published: try the insert again.
             Err(_) => Ok(()),
         }
@@ -465,11 +440,11 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// The claimer's growth from `n` layers: allocate and zero layer `n`, publish the list
     /// with it, then count it in the state word (which clears [`CLAIMED`]). On failure, the
     /// state becomes [`STUCK`].
-    fn grow(&self, n: usize, twin: Twin) -> Result<(), Error> {
-        let layer = match Layer::new(&self.growth, n as u32, twin) {
+    fn grow(&self, n: usize) -> Result<(), Error> {
+        let layer = match Layer::new(&self.growth, n as u32) {
             Ok(layer) => Arc::new(layer),
             Err(e) => {
-                if twin != Twin::FailKeepingClaim {
+                if !twin!(FailKeepingClaim) {
                     self.state.0.store(n as u64 | STUCK, SeqCst);
                 }
                 return Err(e);
@@ -480,7 +455,8 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         self.layers.store(Arc::new(Layers(list)));
         sc_order();
         self.state.0.store(n as u64 + 1, SeqCst);
-        if twin == Twin::PublishBeforeInit {
+        #[cfg(all(test, seen_loom))]
+        if twin!(PublishBeforeInit) {
             for i in 0..layer.bits.words() {
                 layer.bits.word(i).store(0, Relaxed);
             }
@@ -571,12 +547,6 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
                 .exp_m1(),
             expansion: self.growth.scaling.then_some(self.growth.expansion),
         }
-    }
-
-    /// [`insert`](Self::insert) through a twin, for the loom models.
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn insert_as<T: Hash + ?Sized>(&self, item: &T, twin: Twin) -> Result<bool, Error> {
-        self.insert_hash_with(self.hasher.hash_item(item), twin)
     }
 }
 
@@ -669,7 +639,7 @@ impl<H: ItemHasher> BloomBuilder<GrowingOptions, H> {
             options.tightening,
             options.scaling,
         )?;
-        let first = Layer::new(&growth, 0, Twin::Correct)?;
+        let first = Layer::new(&growth, 0)?;
         Ok(GrowingBloomFilter {
             layers: ArcCell::new(Arc::new(Layers(vec![Arc::new(first)]))),
             state: Padded(AtomicU64::new(1)),

@@ -5,6 +5,24 @@
 //! A new Bloom structure (windowed, growing) goes here as one file: it takes a
 //! [`BloomBuilder`] with its own options type, and reads and writes bits through [`Probe`].
 
+/// Whether a loom model runs the current operation as the broken twin `$name` (a variant of the
+/// enum in `loom-tests/mod.rs`). The literal `false` in every build but the loom models', so
+/// that no twin selector is compiled into the crate.
+#[cfg(all(test, seen_loom))]
+macro_rules! twin {
+    ($name:ident) => {
+        crate::loom_tests::selected(crate::loom_tests::Twin::$name)
+    };
+}
+
+/// Whether a loom model runs the current operation as a broken twin: never, outside them.
+#[cfg(not(all(test, seen_loom)))]
+macro_rules! twin {
+    ($name:ident) => {
+        false
+    };
+}
+
 mod atomic;
 pub(crate) mod config;
 mod file;
@@ -18,14 +36,10 @@ mod windowed;
 pub use atomic::AtomicBloomFilter;
 pub use config::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
 pub use frozen::FrozenBloomFilter;
-#[cfg(all(test, seen_loom))]
-pub(crate) use growing::Twin as GrowTwin;
 pub use growing::{GrowingBloomFilter, GrowingOptions};
 pub use info::{BloomInfo, LayerInfo};
 pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
-#[cfg(all(test, seen_loom))]
-pub(crate) use windowed::Twin as WindowTwin;
 pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
 
 #[cfg(all(test, not(seen_loom)))]

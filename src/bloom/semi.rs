@@ -100,24 +100,6 @@ const COUNT: u64 = u32::MAX as u64;
 /// One pending hash more, and the next ticket.
 const RAISE: u64 = 1 << 32 | 1;
 
-/// The deliberately broken variants the loom models run (`Correct` outside them): each names
-/// one step of the protocol done wrong.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[cfg_attr(not(all(test, seen_loom)), allow(dead_code))]
-enum Twin {
-    Correct,
-    /// The skip list's replacing insert (remove the existing entry, then link a new one).
-    ReplacingInsert,
-    /// An inserter whose node was not linked keeps its summary increment.
-    KeepUnlinkedIncrement,
-    /// The batch leaves the pending set (and the summary) before the swap.
-    RemoveBeforeSwap,
-    /// The summary is lowered before the swap, the hashes removed after it.
-    LowerSummaryBeforeSwap,
-    /// A compaction clears its hashes' slots instead of lowering them by one each.
-    ClearSummary,
-}
-
 /// How many compactions were tried and how many swapped a new snapshot in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactionStats {
@@ -164,13 +146,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     }
 
     /// [`insert`](Self::insert) of a precomputed hash.
-    pub fn insert_hash(&self, hash: Hash128) -> bool {
-        self.insert_hash_with(hash, Twin::Correct)
-    }
-
-    /// The insert protocol; `twin` selects a broken variant for the loom models.
     #[inline]
-    fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> bool {
+    pub fn insert_hash(&self, hash: Hash128) -> bool {
+        // `twin!(Name)` here and below: a broken variant for the loom models; the literal
+        // `false` in every other build.
         if self.contains_hash(hash) {
             return false;
         }
@@ -179,7 +158,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         // list allocates it), and only by a call that found no entry. The ticket, unique per
         // slot, tags the node, so the call learns whether the node it finds is its own.
         let mut ticket = None;
-        let linked = self.add_pending(hash, twin, || {
+        let linked = self.add_pending(hash, || {
             let t = slot.fetch_add(RAISE, Relaxed) >> 32;
             ticket = Some(t);
             t
@@ -187,7 +166,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         // A node found (or lost to) another thread's insert: its raise and its link happen
         // before what follows, as for a lookup's hit (see `contains_hash`).
         fence(Acquire);
-        if ticket.is_some_and(|t| t != linked) && twin != Twin::KeepUnlinkedIncrement {
+        if ticket.is_some_and(|t| t != linked) && !twin!(KeepUnlinkedIncrement) {
             // Raised for a node that another thread's node beat: that node is counted by its
             // own raise, so this one is taken back (else the slot stays non-zero for good).
             slot.fetch_sub(1, Relaxed);
@@ -203,12 +182,11 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// Adds `hash` to the pending set without ever replacing an entry (the skip list's
     /// `get_or_insert_with`); returns the tag of the entry the set holds.
     #[inline]
-    fn add_pending(&self, hash: Hash128, twin: Twin, tag: impl FnOnce() -> u64) -> u64 {
+    fn add_pending(&self, hash: Hash128, tag: impl FnOnce() -> u64) -> u64 {
         #[cfg(all(test, seen_loom))]
-        if twin == Twin::ReplacingInsert {
+        if twin!(ReplacingInsert) {
             return self.pending.insert_replacing(hash, tag);
         }
-        let _ = twin;
         self.pending.insert(hash, tag)
     }
 
@@ -321,18 +299,14 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// copy-on-write of the current one instead: the hashes' segments are copied, plus one
     /// reference-count update per segment of the filter.
     pub fn compact(&self) -> bool {
-        self.compact_with(Twin::Correct)
-    }
-
-    fn compact_with(&self, twin: Twin) -> bool {
         let Some(mut spare) = self.compactor.try_lock() else {
             return false;
         };
-        self.compact_locked(&mut spare, twin)
+        self.compact_locked(&mut spare)
     }
 
     /// The compaction proper, by the thread that holds the compactor's lock.
-    fn compact_locked(&self, spare: &mut Spare<H>, twin: Twin) -> bool {
+    fn compact_locked(&self, spare: &mut Spare<H>) -> bool {
         // All of it: a batch cut at `len()` values could be filled by hashes inserted meanwhile
         // that sort lower, leaving out an older one (and `compact` then promises too much).
         let batch = self.pending.first(usize::MAX);
@@ -343,11 +317,13 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         // fence orders that raise before this compaction's lowering of it.
         fence(Acquire);
         self.attempted.fetch_add(1, Relaxed);
-        if twin == Twin::RemoveBeforeSwap {
-            self.leave_pending(&batch, twin);
+        #[cfg(all(test, seen_loom))]
+        if twin!(RemoveBeforeSwap) {
+            self.leave_pending(&batch);
         }
-        if twin == Twin::LowerSummaryBeforeSwap {
-            self.lower_summary(&batch, twin);
+        #[cfg(all(test, seen_loom))]
+        if twin!(LowerSummaryBeforeSwap) {
+            self.lower_summary(&batch);
         }
         let current = self.current.load();
         // Reuse the previous snapshot if nobody else holds it: a reader that loaded it holds a
@@ -368,14 +344,13 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         debug_assert!(Arc::ptr_eq(&replaced, &current));
         drop(current);
         self.won.fetch_add(1, Relaxed);
-        match twin {
-            Twin::RemoveBeforeSwap => {}
-            Twin::LowerSummaryBeforeSwap => {
-                for hash in &batch {
-                    self.pending.remove(hash);
-                }
+        if twin!(LowerSummaryBeforeSwap) {
+            // The summary was lowered before the swap.
+            for hash in &batch {
+                self.pending.remove(hash);
             }
-            _ => self.leave_pending(&batch, twin),
+        } else if !twin!(RemoveBeforeSwap) {
+            self.leave_pending(&batch);
         }
         spare.previous = Some(replaced);
         spare.last = batch;
@@ -384,18 +359,18 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// Removes `batch` from the pending set, then lowers its summary slots (Release: a reader
     /// that reads the lowered count happens after the swap that preceded the removal).
-    fn leave_pending(&self, batch: &[Hash128], twin: Twin) {
+    fn leave_pending(&self, batch: &[Hash128]) {
         for hash in batch {
             self.pending.remove(hash);
         }
-        self.lower_summary(batch, twin);
+        self.lower_summary(batch);
     }
 
     /// Lowers the slot of each hash of `batch` by one: by exactly its own raise, since other
     /// hashes of the slot may still be pending.
-    fn lower_summary(&self, batch: &[Hash128], twin: Twin) {
+    fn lower_summary(&self, batch: &[Hash128]) {
         for &hash in batch {
-            if twin == Twin::ClearSummary {
+            if twin!(ClearSummary) {
                 self.slot(hash).fetch_and(!COUNT, Release);
             } else {
                 self.slot(hash).fetch_sub(1, Release);
@@ -451,41 +426,6 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     #[cfg(all(test, seen_loom))]
     pub(crate) fn summary_count<T: Hash + ?Sized>(&self, item: &T) -> u64 {
         self.slot(self.hasher.hash_item(item)).load(Relaxed) & COUNT
-    }
-
-    /// Broken variant for the loom models: removes the batch from the pending set (and lowers
-    /// the summary) *before* the swap, the order that loses items.
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn compact_removing_first(&self) -> bool {
-        self.compact_with(Twin::RemoveBeforeSwap)
-    }
-
-    /// Broken variant for the loom models: lowers the summary before the swap (the hashes
-    /// still leave the pending set after it).
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn compact_lowering_the_summary_first(&self) -> bool {
-        self.compact_with(Twin::LowerSummaryBeforeSwap)
-    }
-
-    /// Broken variant for the loom models: clears each compacted hash's summary slot instead of
-    /// lowering it by one (wrong when another hash of the slot is still pending).
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn compact_clearing_the_summary(&self) -> bool {
-        self.compact_with(Twin::ClearSummary)
-    }
-
-    /// Broken variant for the loom models: the insert as it was, with the skip list's replacing
-    /// `SkipMap::insert` (remove the existing entry, then link a new one).
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn insert_replacing<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.insert_hash_with(self.hasher.hash_item(item), Twin::ReplacingInsert)
-    }
-
-    /// Broken variant for the loom models: an insert whose node lost to another thread's
-    /// keeps its summary increment (the slot never returns to zero).
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn insert_keeping_an_unlinked_increment<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        self.insert_hash_with(self.hasher.hash_item(item), Twin::KeepUnlinkedIncrement)
     }
 
     /// Broken variant for the loom models: `contains` reading the summary `Relaxed`.

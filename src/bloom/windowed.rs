@@ -31,21 +31,6 @@ pub use options::{Rotation, WindowOptions};
 /// than 2^36 blocks, so that the chunks fit the claim word's 31 bits: see `chunk_blocks`.)
 const CLEAR_CHUNK_BLOCKS: u64 = 32;
 
-/// The deliberately broken variants the loom models run (`Correct` outside them): each names
-/// one step of the protocol done wrong.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[cfg_attr(not(all(test, seen_loom)), allow(dead_code))]
-pub(crate) enum Twin {
-    Correct,
-    /// An insert takes its first write's answer: no second look after a rotation.
-    IgnoreRotation,
-    /// After a rotation, an insert writes into the new generation without looking at the
-    /// generations that became current while it ran.
-    SkipBecameCurrent,
-    /// A rotation publishes the spare once every chunk is *claimed*, not finished.
-    PublishWhenClaimed,
-}
-
 /// A Bloom filter of the last `n` periods: `insert` records an item in the current
 /// generation, `contains` asks every live one, and a rotation starts a new generation and
 /// forgets the oldest, without stopping any thread.
@@ -554,19 +539,9 @@ crate::forward::dedup_filter!(
     impl[H: ItemHasher, C: Clock] for WindowedBloomFilter<H, C>, item: Hash
 );
 
-/// Entry points for the loom models' broken twins.
+/// An entry point for the loom models.
 #[cfg(all(test, seen_loom))]
 impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
-    /// [`insert`](Self::insert) done as `twin` does it.
-    pub(crate) fn insert_as<T: Hash + ?Sized>(&self, item: &T, twin: Twin) -> bool {
-        self.insert_hash_with(self.hasher.hash_item(item), twin)
-    }
-
-    /// [`rotate`](Self::rotate) done as `twin` does it.
-    pub(crate) fn rotate_as(&self, twin: Twin) -> Option<u64> {
-        self.rotate_waiting(twin)
-    }
-
     /// Claims and clears one chunk of the spare, as an insert picked by its hash does.
     pub(crate) fn clear_one_chunk(&self) -> bool {
         self.clear_chunk()

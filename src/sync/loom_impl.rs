@@ -2,7 +2,7 @@
 //! primitives with the same names as `std_impl.rs` and contracts no stronger than the real
 //! components' (`docs/concurrency.md` has the table: real guarantee, source, what is modelled).
 //!
-//! The facade's own models (`src/loom_models/facade.rs`) check these wrappers directly.
+//! The facade's own models (`loom-tests/facade.rs`) check these wrappers directly.
 
 use core::fmt;
 use core::ops::Bound::{Excluded, Unbounded};

@@ -16,7 +16,7 @@
 //!
 //! The choice is made on `cfg(seen_loom)` alone: the whole crate, not only its tests, runs on loom's
 //! types in a loom build. The models themselves are `cfg(all(test, seen_loom))`
-//! (`src/loom_models/`).
+//! (`loom-tests/`).
 
 // The facade offers the whole surface the structures need; a given build uses only part of it.
 #![allow(dead_code, unused_imports)]

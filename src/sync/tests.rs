@@ -1,5 +1,5 @@
 //! The std side of the facade, exercised with real threads. The same contracts are model-checked
-//! on the loom side in `src/loom_models/facade.rs`.
+//! on the loom side in `loom-tests/facade.rs`.
 
 use super::{Arc, ArcCell, PendingSet};
 

@@ -4,7 +4,7 @@
 
 use core::hash::Hash;
 
-use super::{Rotation, Twin, WindowedBloomFilter};
+use super::{Rotation, WindowedBloomFilter};
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::LINE_WORDS;
 use crate::bloom::probe::word_probe;
@@ -145,12 +145,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// have claimed it) and write again into the newest, until the generation stays put.
     #[inline]
     pub fn insert_hash(&self, hash: Hash128) -> bool {
-        self.insert_hash_with(hash, Twin::Correct)
-    }
-
-    /// The insert protocol; `twin` selects a broken variant for the loom models.
-    #[inline(always)]
-    pub(crate) fn insert_hash_with(&self, hash: Hash128, twin: Twin) -> bool {
+        // `twin!(Name)`: a broken variant for the loom models; the literal `false` in every
+        // other build.
         let (block, mask) = word_probe(hash, &self.sizing.generation);
         let base = block * self.stride;
         let mut epoch = self.epoch.0.load(SeqCst);
@@ -165,11 +161,11 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                 }
                 sc_order();
                 let now = self.epoch.0.load(SeqCst);
-                if now == epoch || twin == Twin::IgnoreRotation {
+                if now == epoch || twin!(IgnoreRotation) {
                     break true;
                 }
                 sc_order();
-                if twin != Twin::SkipBecameCurrent
+                if !twin!(SkipBecameCurrent)
                     && self.held(base, mask, self.became_current(epoch, now), SeqCst)
                 {
                     break false;

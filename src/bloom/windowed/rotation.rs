@@ -2,7 +2,7 @@
 //! reading the clock), the spare's clearing in claimed chunks, and the rotation that publishes
 //! the cleared spare as the new current generation.
 
-use super::{LAST_GENERATION, Rotation, Twin, WindowedBloomFilter};
+use super::{LAST_GENERATION, Rotation, WindowedBloomFilter};
 use crate::clock::{Clock, as_nanos};
 use crate::hash::ItemHasher;
 use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -98,7 +98,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// Starts generation `epoch + 1` if `epoch` is still current and its spare is clear; the
     /// caller holds the rotation lock. The lock is held for O(1): the clearing happens before it
     /// is taken, so a rotator descheduled while clearing keeps no one from rotating.
-    pub(super) fn publish_if_ready(&self, epoch: u64, twin: Twin) -> Result<u64, NotRotated> {
+    pub(super) fn publish_if_ready(&self, epoch: u64) -> Result<u64, NotRotated> {
         if self.epoch.0.load(Relaxed) != epoch {
             // Another thread rotated since the caller looked: that rotation stands for this one.
             return Err(NotRotated::Busy);
@@ -107,7 +107,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             return Err(NotRotated::LastGeneration);
         }
         // The twin publishes once every chunk is claimed, finished or not.
-        let claimed = twin == Twin::PublishWhenClaimed
+        let claimed = twin!(PublishWhenClaimed)
             && self.clear_claim.load(Acquire) & 0xffff_ffff >= self.chunks;
         if !(self.spare_ready(epoch) || claimed) {
             return Err(NotRotated::SpareDirty);
@@ -126,7 +126,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         let Some(_guard) = self.rotating.try_lock() else {
             return Err(NotRotated::Busy);
         };
-        self.publish_if_ready(epoch, Twin::Correct)
+        self.publish_if_ready(epoch)
     }
 
     /// Time mode: rotates if `now` has passed the rotation time; returns how many rotations it
@@ -169,7 +169,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                 // more than one period was missed (the first spare was cleared above).
                 self.clear_spare(epoch);
             }
-            match self.publish_if_ready(epoch, Twin::Correct) {
+            match self.publish_if_ready(epoch) {
                 Ok(_) => rotations += 1,
                 Err(e) if rotations == 0 => return Err(e),
                 Err(_) => break,
@@ -214,21 +214,21 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn rotate(&self) -> Option<u64> {
-        self.rotate_waiting(Twin::Correct)
+        self.rotate_waiting()
     }
 
     /// [`rotate`](Self::rotate): clears the spare, then waits for the rotation lock (a save
     /// holds it for the save's length), so that a rotation asked for is not lost.
-    pub(super) fn rotate_waiting(&self, twin: Twin) -> Option<u64> {
+    pub(super) fn rotate_waiting(&self) -> Option<u64> {
         let epoch = self.epoch.0.load(Acquire);
         loop {
-            if twin == Twin::PublishWhenClaimed {
+            if twin!(PublishWhenClaimed) {
                 while self.clear_chunk() {}
             } else {
                 self.clear_spare(epoch);
             }
             let _guard = self.rotating.lock();
-            match self.publish_if_ready(epoch, twin) {
+            match self.publish_if_ready(epoch) {
                 Ok(next) => return Some(next),
                 // Another thread rotated since this call began (that rotation stands for
                 // it), or this is the last generation.

@@ -9,6 +9,7 @@
 //! its spare unshared: these models run the copy-on-write path of `compact`, never the in-place
 //! reuse (`docs/concurrency.md` says why that path needs no model of its own).
 
+use super::{Twin, with};
 use crate::SemiConcurrentBloomFilter;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +96,10 @@ fn no_false_negative_while_compacting() {
 #[test]
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn removing_pending_before_the_swap_loses_items() {
-    reader_during_compaction(|f| f.compact_removing_first(), |f, x| f.contains(x));
+    reader_during_compaction(
+        |f| with(Twin::RemoveBeforeSwap, || f.compact()),
+        |f, x| f.contains(x),
+    );
 }
 
 /// Two items share a summary slot: B's compaction may take "b83" while "a" is still pending (or
@@ -116,7 +120,7 @@ fn an_item_sharing_a_summary_slot_is_never_lost_while_compacting() {
 fn clearing_a_shared_summary_slot_loses_items() {
     reader_during_compaction_of(
         SHARES_A_SLOT,
-        |f| f.compact_clearing_the_summary(),
+        |f| with(Twin::ClearSummary, || f.compact()),
         |f, x| f.contains(x),
     );
 }
@@ -127,7 +131,7 @@ fn clearing_a_shared_summary_slot_loses_items() {
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn lowering_the_summary_before_the_swap_loses_items() {
     reader_during_compaction(
-        |f| f.compact_lowering_the_summary_first(),
+        |f| with(Twin::LowerSummaryBeforeSwap, || f.compact()),
         |f, x| f.contains(x),
     );
 }
@@ -210,7 +214,11 @@ fn same_item_from_two_threads_is_never_lost_while_compacting() {
 fn replacing_pending_insert_loses_the_other_threads_item() {
     // The replacing insert also leaks the summary (two nodes linked, two raises, one removal):
     // not checked, so that the model reports the false negative.
-    same_item_from_two_threads(|f, x| f.insert_replacing(x), false, false);
+    same_item_from_two_threads(
+        |f, x| with(Twin::ReplacingInsert, || f.insert(x)),
+        false,
+        false,
+    );
 }
 
 /// Twin: an inserter whose node lost the race to the other thread's keeps its summary
@@ -220,7 +228,7 @@ fn replacing_pending_insert_loses_the_other_threads_item() {
 #[should_panic(expected = "the summary leaked")]
 fn keeping_the_increment_of_an_unlinked_insert_leaks_the_summary() {
     same_item_from_two_threads(
-        |f, x| f.insert_keeping_an_unlinked_increment(x),
+        |f, x| with(Twin::KeepUnlinkedIncrement, || f.insert(x)),
         false,
         true,
     );

@@ -4,8 +4,8 @@
 //! the new layer before zeroing it, an insert that ignores a growth, and a failed growth that
 //! keeps its claim.
 
+use super::{Twin, with};
 use crate::GrowingBloomFilter;
-use crate::bloom::GrowTwin as Twin;
 use loom::sync::Arc;
 use loom::thread;
 
@@ -28,12 +28,12 @@ fn insert_across_a_growth(twin: Twin) {
         let f = tiny(2);
         let grower = {
             let f = Arc::clone(&f);
-            thread::spawn(move || f.insert_as("a", twin).unwrap())
+            thread::spawn(move || with(twin, || f.insert("a")).unwrap())
         };
         let inserter = {
             let f = Arc::clone(&f);
             thread::spawn(move || {
-                f.insert_as("b", Twin::Correct).unwrap();
+                f.insert("b").unwrap();
                 assert!(f.contains("b"), "false negative right after the insert");
             })
         };
@@ -67,7 +67,7 @@ fn racing_inserts(growers: &'static [&'static str], twin: Twin) {
         let racers: Vec<_> = (0..2)
             .map(|_| {
                 let f = Arc::clone(&f);
-                thread::spawn(move || f.insert_as("x", twin).unwrap())
+                thread::spawn(move || with(twin, || f.insert("x")).unwrap())
             })
             .collect();
         for item in growers {
@@ -137,7 +137,7 @@ fn failed_growth(twin: Twin) {
         let f = tiny(1);
         let failing = {
             let f = Arc::clone(&f);
-            thread::spawn(move || f.insert_as("a", twin))
+            thread::spawn(move || with(twin, || f.insert("a")))
         };
         let other = {
             let f = Arc::clone(&f);

@@ -4,8 +4,8 @@
 //! finished, an insert that ignores a rotation, and one that skips the generations that became
 //! current while it ran.
 
+use super::{Twin, with};
 use crate::WindowedBloomFilter;
-use crate::bloom::WindowTwin as Twin;
 use loom::sync::Arc;
 use loom::thread;
 
@@ -63,7 +63,7 @@ fn no_false_negative_while_the_spare_is_cleared_and_rotated_in() {
 #[test]
 #[should_panic(expected = "false negative")]
 fn publishing_the_spare_before_its_clearing_finishes_loses_inserts() {
-    insert_while_clearing_and_rotating(|f| f.rotate_as(Twin::PublishWhenClaimed));
+    insert_while_clearing_and_rotating(|f| with(Twin::PublishWhenClaimed, || f.rotate()));
 }
 
 /// Two threads insert one new item while the main thread rotates `rotations` times; exactly
@@ -74,7 +74,7 @@ fn racing_inserts(generations: u32, rotations: u32, twin: Twin) {
         let racers: Vec<_> = (0..2)
             .map(|_| {
                 let f = Arc::clone(&f);
-                thread::spawn(move || f.insert_as("x", twin))
+                thread::spawn(move || with(twin, || f.insert("x")))
             })
             .collect();
         for _ in 0..rotations {

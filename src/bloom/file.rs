@@ -55,7 +55,7 @@ pub(crate) fn line_bits(lines: u64) -> Result<u64, Error> {
 fn bloom_sizing(header: &Header, record_bytes: u64) -> Result<BlockedSizing, Error> {
     let layout = bloom_parameters(header)?;
     let lines = match layout {
-        Layout::Word if header.blocks % 8 == 0 => header.blocks / 8,
+        Layout::Word if header.blocks.is_multiple_of(8) => header.blocks / 8,
         Layout::Word => return Err(bad_header("word blocks that are not whole cache lines")),
         Layout::Line => header.blocks,
     };

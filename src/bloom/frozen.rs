@@ -59,7 +59,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         segment_words: usize,
         hasher: H,
     ) -> Result<Self, Error> {
-        debug_assert!(segment_words > 0 && segment_words % LINE_WORDS == 0);
+        debug_assert!(segment_words > 0 && segment_words.is_multiple_of(LINE_WORDS));
         let words = sizing.lines() * LINE_WORDS;
         // The segments are many small allocations, each of which an overcommitting allocator
         // grants until memory really runs out; asking once for the whole size first turns an

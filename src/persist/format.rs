@@ -197,7 +197,7 @@ impl Header {
         let len = u32::from_le_bytes(start[12..16].try_into().expect("4 bytes")) as usize;
         if len < FIXED.next_multiple_of(8) + 8
             || len > (FIXED + MAX_NAME).next_multiple_of(8) + 8
-            || len % 8 != 0
+            || !len.is_multiple_of(8)
         {
             return Err(corrupt(Corruption::Header("header length")));
         }

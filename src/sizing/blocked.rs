@@ -152,7 +152,7 @@ impl BlockedSizing {
         }
         let per_line = u64::from(512 / layout.block_bits());
         if self.blocks == 0
-            || self.blocks % per_line != 0
+            || !self.blocks.is_multiple_of(per_line)
             || self.blocks.checked_mul(u64::from(layout.block_bits())) != Some(self.bits)
         {
             return Err("blocks other than whole cache lines of the bits");
@@ -509,7 +509,7 @@ impl Tables {
             self.chain.draw();
             let draws = self.chain.draws;
             for (k, weights, table) in &mut self.per_k {
-                if draws % *k as usize == 0 {
+                if draws.is_multiple_of(*k as usize) {
                     table.push(self.chain.expected(weights).min(1.0));
                 }
             }

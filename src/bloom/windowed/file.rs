@@ -202,7 +202,7 @@ fn words_per_block(header: &Header) -> Result<u64, Error> {
     if header.blocks == 0 {
         return Err(bad_header("no blocks"));
     }
-    if header.blocks % 8 != 0 {
+    if !header.blocks.is_multiple_of(8) {
         return Err(bad_header("word blocks that are not whole cache lines"));
     }
     if header.records != 0 {

@@ -294,7 +294,7 @@ fn the_largest_capacities_are_refused_not_overflowed() {
             "{capacity} {fpr} {layout:?}"
         );
         let below = blocked(capacity - 1, fpr, layout).unwrap();
-        assert!(below.bits > 0 && below.bits % 512 == 0);
+        assert!(below.bits > 0 && below.bits.is_multiple_of(512));
     }
     for layout in LAYOUTS {
         for fpr in [0.5, 0.1, 0.01, 1e-3] {

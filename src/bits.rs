@@ -7,10 +7,10 @@ use crate::sync::{AtomicU64, Ordering};
 /// Words per cache line (64 bytes).
 pub(crate) const LINE_WORDS: usize = 8;
 
-/// One cache line of its own for a counter every writer touches, so that it does not share a
-/// line with read-mostly fields.
-#[repr(align(64))]
-pub(crate) struct Padded<T>(pub(crate) T);
+/// A counter every writer touches gets cache lines of its own, so that it does not share one
+/// with read-mostly fields: crossbeam's `CachePadded`, which pads to 128 bytes on x86-64 and
+/// aarch64 (their prefetchers fetch lines in adjacent pairs) and to each other platform's line.
+pub(crate) use crossbeam_utils::CachePadded;
 
 /// One 64-byte cache line of bits, aligned so that a block never straddles two lines.
 #[repr(align(64))]

@@ -11,7 +11,7 @@ use super::atomic::{contains_at, insert_at};
 use super::info::{BloomInfo, LayerInfo, estimated_fpr, estimated_len};
 use super::{BloomBuilder, Probe};
 use crate::Error;
-use crate::bits::{AtomicBits, Padded};
+use crate::bits::{AtomicBits, CachePadded};
 use crate::hash::{Hash128, ItemHasher, StableHasher, sample_bits};
 use crate::sizing::{
     BlockedSizing, DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, OVERSHOOT_DIVISOR,
@@ -108,7 +108,7 @@ pub struct GrowingBloomFilter<H = StableHasher> {
     layers: ArcCell<Layers>,
     /// The number of layers published (low 32 bits), [`CLAIMED`], [`STUCK`]. Read by every
     /// insert twice; written once per growth.
-    state: Padded<AtomicU64>,
+    state: CachePadded<AtomicU64>,
     growth: GrowingSizing,
     hasher: H,
 }
@@ -130,7 +130,7 @@ struct Layer {
     /// to `counted`: exact below 2^17 items (and always in a non-scaling filter), within 3/256
     /// at three standard deviations above.
     sample_shift: u32,
-    counted: Padded<AtomicU64>,
+    counted: CachePadded<AtomicU64>,
 }
 
 /// What one attempt of an insert came to.
@@ -186,7 +186,7 @@ impl Layer {
             } else {
                 0
             },
-            counted: Padded(AtomicU64::new(counted)),
+            counted: CachePadded::new(AtomicU64::new(counted)),
         }
     }
 
@@ -202,7 +202,7 @@ impl Layer {
             return false;
         }
         let step = 1 << self.sample_shift;
-        self.counted.0.fetch_add(step, Relaxed).saturating_add(step) >= self.capacity
+        self.counted.fetch_add(step, Relaxed).saturating_add(step) >= self.capacity
     }
 
     fn info(&self) -> LayerInfo {
@@ -211,7 +211,7 @@ impl Layer {
             fpr: self.sizing.fpr,
             bytes: self.sizing.bytes(),
             hashes: self.sizing.hashes,
-            sampled_new_items: self.counted.0.load(Relaxed),
+            sampled_new_items: self.counted.load(Relaxed),
             sample_step: 1 << self.sample_shift,
             estimated_len: estimated_len(self.bits.iter_words(), &self.sizing),
             estimated_fpr: estimated_fpr(self.bits.iter_words(), &self.sizing),
@@ -329,7 +329,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         // `false` in every other build.
         let mut round = 0;
         loop {
-            let state = self.state.0.load(SeqCst);
+            let state = self.state.load(SeqCst);
             sc_order();
             match self.layers.read(|layers| self.attempt(layers, state, hash)) {
                 Step::Done(new) => return Ok(new),
@@ -358,7 +358,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             if state & STUCK != 0 {
                 return Step::Stuck;
             }
-            if list[n - 1].counted.0.load(Relaxed) >= list[n - 1].limit {
+            if list[n - 1].counted.load(Relaxed) >= list[n - 1].limit {
                 return Step::Wait;
             }
         }
@@ -376,7 +376,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             return Step::Done(false);
         }
         sc_order();
-        let now = (self.state.0.load(SeqCst) & LAYERS) as usize;
+        let now = (self.state.load(SeqCst) & LAYERS) as usize;
         if now == n || twin!(IgnoreGrowth) {
             return if layer.count(hash) {
                 Step::Crossed(n)
@@ -404,7 +404,6 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         let to = n as u64 | if scaling { CLAIMED } else { STUCK };
         if self
             .state
-            .0
             .compare_exchange(n as u64, to, SeqCst, Relaxed)
             .is_ok()
             && scaling
@@ -426,11 +425,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         }
         let n = (state & LAYERS) as usize;
         let claimed = (state & LAYERS) | CLAIMED;
-        match self
-            .state
-            .0
-            .compare_exchange(state, claimed, SeqCst, Relaxed)
-        {
+        match self.state.compare_exchange(state, claimed, SeqCst, Relaxed) {
             Ok(_) => self.grow(n),
             // Another thread claimed it, or published: try the insert again.
             Err(_) => Ok(()),
@@ -445,7 +440,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             Ok(layer) => Arc::new(layer),
             Err(e) => {
                 if !twin!(FailKeepingClaim) {
-                    self.state.0.store(n as u64 | STUCK, SeqCst);
+                    self.state.store(n as u64 | STUCK, SeqCst);
                 }
                 return Err(e);
             }
@@ -454,7 +449,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         list.push(Arc::clone(&layer));
         self.layers.store(Arc::new(Layers(list)));
         sc_order();
-        self.state.0.store(n as u64 + 1, SeqCst);
+        self.state.store(n as u64 + 1, SeqCst);
         #[cfg(all(test, seen_loom))]
         if twin!(PublishBeforeInit) {
             for i in 0..layer.bits.words() {
@@ -466,7 +461,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
 
     /// The number of layers: 1 when built, one more at each growth.
     pub fn layers(&self) -> usize {
-        (self.state.0.load(Relaxed) & LAYERS) as usize
+        (self.state.load(Relaxed) & LAYERS) as usize
     }
 
     /// The first layer's capacity, `c0`.
@@ -554,7 +549,7 @@ impl<H> fmt::Debug for GrowingBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrowingBloomFilter")
             .field("sizing", &self.growth)
-            .field("layers", &(self.state.0.load(Relaxed) & LAYERS))
+            .field("layers", &(self.state.load(Relaxed) & LAYERS))
             .finish_non_exhaustive()
     }
 }
@@ -642,7 +637,7 @@ impl<H: ItemHasher> BloomBuilder<GrowingOptions, H> {
         let first = Layer::new(&growth, 0)?;
         Ok(GrowingBloomFilter {
             layers: ArcCell::new(Arc::new(Layers(vec![Arc::new(first)]))),
-            state: Padded(AtomicU64::new(1)),
+            state: CachePadded::new(AtomicU64::new(1)),
             growth,
             hasher,
         })

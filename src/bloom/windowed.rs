@@ -11,7 +11,7 @@ use core::time::Duration;
 
 use super::BloomBuilder;
 use super::info::{self, BloomInfo};
-use crate::bits::{AtomicBits, Padded};
+use crate::bits::{AtomicBits, CachePadded};
 use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{ItemHasher, StableHasher};
 use crate::sizing::WindowSizing;
@@ -137,9 +137,9 @@ pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
     chunks: u64,
     /// The current generation's number: generation `e` lives in slot `e % slots`. Every
     /// number ever current is unique, so "the generation changed" is exact.
-    epoch: Padded<AtomicU64>,
+    epoch: CachePadded<AtomicU64>,
     /// Count mode: new items counted in the current generation (sampled).
-    counted: Padded<AtomicU64>,
+    counted: CachePadded<AtomicU64>,
     /// The clearing of the spare: `slot << 32 | next chunk to claim`, and
     /// `slot << 32 | chunks finished`. Reset by each rotation, after it publishes the epoch.
     clear_claim: AtomicU64,
@@ -262,8 +262,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             sample_shift,
             chunk_blocks,
             chunks,
-            epoch: Padded(AtomicU64::new(state.epoch)),
-            counted: Padded(AtomicU64::new(state.counted)),
+            epoch: CachePadded::new(AtomicU64::new(state.epoch)),
+            counted: CachePadded::new(AtomicU64::new(state.counted)),
             clear_claim: AtomicU64::new(ready),
             clear_done: AtomicU64::new(ready),
             next_due: AtomicU64::new(state.next_due),
@@ -287,7 +287,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
 
     /// The current generation's number: 0 when built, one more at each rotation.
     pub fn generation(&self) -> u64 {
-        self.epoch.0.load(Acquire)
+        self.epoch.load(Acquire)
     }
 
     /// When the next rotation is due, as a time of the clock (since the UNIX epoch): `None`
@@ -384,7 +384,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// ```
     pub fn info(&self) -> BloomInfo {
         let generation = &self.sizing.generation;
-        let live = self.live(self.epoch.0.load(Acquire));
+        let live = self.live(self.epoch.load(Acquire));
         let blocks = generation.blocks as usize;
         let word = |block: usize, slot: u64| {
             self.bits
@@ -529,7 +529,7 @@ impl<H, C> fmt::Debug for WindowedBloomFilter<H, C> {
             .field("fpr", &self.sizing.fpr)
             .field("rotation", &self.rotation)
             .field("time_base", &self.time_base)
-            .field("generation", &self.epoch.0.load(Relaxed))
+            .field("generation", &self.epoch.load(Relaxed))
             .field("bytes", &self.sizing.bytes())
             .finish_non_exhaustive()
     }

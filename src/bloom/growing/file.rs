@@ -58,7 +58,7 @@ fn encode_records(growth: &GrowingSizing, layers: &[Arc<Layer>]) -> Vec<u8> {
         out.extend_from_slice(&layer.sizing.blocks.to_le_bytes());
         out.extend_from_slice(&layer.sizing.hashes.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes()); // reserved
-        out.extend_from_slice(&layer.counted.0.load(Relaxed).to_le_bytes());
+        out.extend_from_slice(&layer.counted.load(Relaxed).to_le_bytes());
         out.extend_from_slice(&layer.sizing.expected_fpr.to_bits().to_le_bytes());
     }
     out
@@ -99,7 +99,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn write_to<W: Write>(&self, out: W) -> Result<(), Error> {
-        let n = (self.state.0.load(SeqCst) & super::LAYERS) as usize;
+        let n = (self.state.load(SeqCst) & super::LAYERS) as usize;
         let layers = self.layers.load();
         let layers = &layers.0[..n];
         let header = growing_header(&self.growth, layers, identity_of(&self.hasher));
@@ -249,11 +249,11 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
             layers.push(Arc::new(layer));
         }
         let newest = &layers[layers.len() - 1];
-        let full = newest.counted.0.load(Relaxed) >= newest.capacity;
+        let full = newest.counted.load(Relaxed) >= newest.capacity;
         let state = count | if full { STUCK } else { 0 };
         Ok(Self {
             layers: ArcCell::new(Arc::new(Layers(layers))),
-            state: crate::bits::Padded(AtomicU64::new(state)),
+            state: crate::bits::CachePadded::new(AtomicU64::new(state)),
             growth,
             hasher,
         })

@@ -323,8 +323,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         // Relaxed: only a holder of the lock publishes a generation, and the lock's Acquire
         // follows the last one's release.
         let state = RotationState {
-            epoch: self.epoch.0.load(Relaxed),
-            counted: self.counted.0.load(Relaxed),
+            epoch: self.epoch.load(Relaxed),
+            counted: self.counted.load(Relaxed),
             next_due: self.next_due.load(Relaxed),
         };
         let header = window_header(&self.sizing, identity_of(&self.hasher));

@@ -43,7 +43,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
         let (block, mask) = word_probe(hash, &self.sizing.generation);
-        let epoch = self.epoch.0.load(Acquire);
+        let epoch = self.epoch.load(Acquire);
         self.held(block * self.stride, mask, self.live(epoch), Relaxed)
     }
 
@@ -69,7 +69,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     #[inline]
     pub fn contains_hash_since(&self, hash: Hash128, since: u64) -> bool {
         let (block, mask) = word_probe(hash, &self.sizing.generation);
-        let epoch = self.epoch.0.load(Acquire);
+        let epoch = self.epoch.load(Acquire);
         let first = since.max((epoch + 1).saturating_sub(u64::from(self.sizing.generations)));
         if first > epoch {
             return false;
@@ -127,7 +127,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                     any ^= self.bits.word(base).load(Relaxed);
                 }
                 core::hint::black_box(any);
-                let live = self.live(self.epoch.0.load(Acquire));
+                let live = self.live(self.epoch.load(Acquire));
                 for &(base, mask) in at {
                     out.push(self.held(base, mask, live, Relaxed));
                 }
@@ -149,7 +149,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         // other build.
         let (block, mask) = word_probe(hash, &self.sizing.generation);
         let base = block * self.stride;
-        let mut epoch = self.epoch.0.load(SeqCst);
+        let mut epoch = self.epoch.load(SeqCst);
         sc_order();
         let new = if self.held(base, mask, self.live(epoch), SeqCst) {
             false
@@ -160,7 +160,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                     break false;
                 }
                 sc_order();
-                let now = self.epoch.0.load(SeqCst);
+                let now = self.epoch.load(SeqCst);
                 if now == epoch || twin!(IgnoreRotation) {
                     break true;
                 }

@@ -25,7 +25,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         let rotated = match self.rotation {
             Rotation::AfterInserts(n) if count_tick => {
                 let step = 1u64 << self.sample_shift;
-                let counted = self.counted.0.fetch_add(step, Relaxed).saturating_add(step);
+                let counted = self.counted.fetch_add(step, Relaxed).saturating_add(step);
                 // Spread the spare's clearing over the generation's count ticks, so that it
                 // is clear when the count is reached however small the count is against the
                 // filter (one chunk per tick would leave a large spare dirty).
@@ -87,7 +87,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     pub(super) fn clear_spare(&self, epoch: u64) {
         while !self.spare_ready(epoch) {
             if !self.clear_chunk() {
-                if self.epoch.0.load(Acquire) != epoch {
+                if self.epoch.load(Acquire) != epoch {
                     return;
                 }
                 crate::sync::spin_hint();
@@ -99,7 +99,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// caller holds the rotation lock. The lock is held for O(1): the clearing happens before it
     /// is taken, so a rotator descheduled while clearing keeps no one from rotating.
     pub(super) fn publish_if_ready(&self, epoch: u64) -> Result<u64, NotRotated> {
-        if self.epoch.0.load(Relaxed) != epoch {
+        if self.epoch.load(Relaxed) != epoch {
             // Another thread rotated since the caller looked: that rotation stands for this one.
             return Err(NotRotated::Busy);
         }
@@ -119,7 +119,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// clear spare; then only tries the rotation lock (a holder makes it `Busy`). Returns the
     /// new generation's number.
     pub(super) fn try_rotate(&self, force: bool) -> Result<u64, NotRotated> {
-        let epoch = self.epoch.0.load(Acquire);
+        let epoch = self.epoch.load(Acquire);
         if force {
             self.clear_spare(epoch);
         }
@@ -146,7 +146,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             return Ok(0);
         }
         if force {
-            self.clear_spare(self.epoch.0.load(Acquire));
+            self.clear_spare(self.epoch.load(Acquire));
         }
         let Some(_guard) = self.rotating.try_lock() else {
             return Err(NotRotated::Busy);
@@ -163,7 +163,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         };
         let mut rotations = 0;
         while rotations < todo {
-            let epoch = self.epoch.0.load(Relaxed);
+            let epoch = self.epoch.load(Relaxed);
             if force {
                 // Under the lock, so that two catching-up calls do not both rotate: only when
                 // more than one period was missed (the first spare was cleared above).
@@ -183,8 +183,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// spare, the slot of the generation `next` retires. The epoch is stored first: a thread
     /// can claim a chunk of the new spare only after it is out of every lookup.
     pub(super) fn publish(&self, next: u64) -> u64 {
-        self.epoch.0.store(next, SeqCst);
-        self.counted.0.store(0, Relaxed);
+        self.epoch.store(next, SeqCst);
+        self.counted.store(0, Relaxed);
         let spare = (self.slot(next + 1) as u64) << 32;
         self.clear_done.store(spare, Release);
         self.clear_claim.store(spare, Release);
@@ -220,7 +220,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// [`rotate`](Self::rotate): clears the spare, then waits for the rotation lock (a save
     /// holds it for the save's length), so that a rotation asked for is not lost.
     pub(super) fn rotate_waiting(&self) -> Option<u64> {
-        let epoch = self.epoch.0.load(Acquire);
+        let epoch = self.epoch.load(Acquire);
         loop {
             if twin!(PublishWhenClaimed) {
                 while self.clear_chunk() {}
@@ -252,7 +252,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             Rotation::Every(_) | Rotation::EveryAligned(_) => {
                 self.rotate_if_due(as_nanos(self.clock.now()), true)
             }
-            Rotation::AfterInserts(n) if self.counted.0.load(Relaxed) >= n => {
+            Rotation::AfterInserts(n) if self.counted.load(Relaxed) >= n => {
                 self.try_rotate(true).map(|_| 1)
             }
             _ => Ok(0),

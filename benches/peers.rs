@@ -1,4 +1,4 @@
-//! `seen`'s structures against their peers, side by side in one run: the issue-10 suite.
+//! `seen`'s structures against their peers, side by side in one run: the reference suite.
 //!
 //! Groups `insert`, `contains_hit`, `contains_miss`; function = structure; parameter
 //! `{items}/{threads}t` for items in 1M, 10M, 100M and 1 or 2 threads. u64 keys; Bloom filters
@@ -422,7 +422,7 @@ const ENTRIES: &[Entry] = &[
         name: "sbbf_xxh3",
         kind: Kind::Dynamic,
         max_items: ALL,
-        // 10 bits per key: 12.5 MB at 10M, the issue's configuration (k = 8 per 256-bit block).
+        // 10 bits per key: 12.5 MB at 10M, the reference configuration (k = 8 per 256-bit block).
         make: |n| Box::new(Sbbf(sbbf_rs_safe::Filter::new(10, n as usize))),
     },
     Entry {

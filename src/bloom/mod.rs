@@ -2,8 +2,9 @@
 //! structures built from them. Sized by [`crate::sizing::blocked`]; laid out by
 //! [`Layout`](crate::Layout).
 //!
-//! A new Bloom structure (windowed, growing) goes here as one file: it takes a
-//! [`BloomBuilder`] with its own options type, and reads and writes bits through [`Probe`].
+//! A new Bloom structure goes here, as a file (or a folder, as `windowed/` and `growing/` are):
+//! it takes a [`BloomBuilder`] with its own options type, and reads and writes bits through
+//! [`Probe`] ([the checklist](crate::docs::design#where-a-new-structure-goes)).
 
 /// Whether a loom model runs the current operation as the broken twin `$name` (a variant of the
 /// enum in `loom-tests/mod.rs`). The literal `false` in every build but the loom models', so

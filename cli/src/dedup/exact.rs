@@ -5,7 +5,7 @@
 //!
 //! A key's 128-bit hash (xxh3-128 of its bytes, [`Hash128`]) is cut to a 96-bit fingerprint:
 //! all of `h1` and the low 32 bits of `h2`. The high bits of `h2` pick the key's shard
-//! (`shard_of` in `dedup.rs`), so within a shard they are not random; the fingerprint leaves
+//! (`shard_of` in `dedup/work.rs`), so within a shard they are not random; the fingerprint leaves
 //! them out. Two keys are one if their fingerprints are equal: with `n` distinct keys, the
 //! probability that any new key is taken for an earlier one is at most `n(n-1)/2 / 2^96 <
 //! n² / 2^97` ([`collision_bound`]): 2.5e-15 for 20 million keys, 6.3e-12 for a billion, for

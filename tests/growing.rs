@@ -554,3 +554,33 @@ fn a_growing_filter_is_send_and_sync() {
     shared::<GrowingBloomFilter>();
     shared::<seen::BloomInfo>();
 }
+
+/// The line layout, two threads inserting the same keys across 60 growths: at least
+/// one is told "new" for (almost) every key, nothing is lost.
+#[test]
+fn line_layout_same_key_race_across_growths_is_at_least_once() {
+    let f = GrowingBloomFilter::builder(20)
+        .fpr(0.05)
+        .layout(Layout::Line)
+        .expansion(1)
+        .tightening(0.95)
+        .build()
+        .unwrap();
+    let items = keys(71, 1200);
+    let run = || {
+        let mut new = Vec::new();
+        for k in &items {
+            new.push(f.insert(k).unwrap());
+            assert!(f.contains(k), "false negative right after the insert");
+        }
+        new
+    };
+    let (x, y) = std::thread::scope(|s| {
+        let x = s.spawn(run);
+        let y = s.spawn(run);
+        (x.join().unwrap(), y.join().unwrap())
+    });
+    let neither = x.iter().zip(&y).filter(|(a, b)| !**a && !**b).count();
+    assert!(neither < 60, "{neither} keys new to neither");
+    assert!(items.iter().all(|k| f.contains(k)));
+}

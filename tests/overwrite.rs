@@ -362,18 +362,28 @@ fn wait_for(counter: &std::sync::atomic::AtomicU64, value: u64) {
 /// while the other inserts `b_i` into the same slot (one-bucket maps, the two started together
 /// through a spinning hand-off). Whatever the order, `b_i` must survive: `forget` erases only its
 /// own item. A check-then-store `forget` (fingerprint map, patched in by hand) lost `b_i` 2 and
-/// 11 times in two runs of 200K rounds; the test runs 1M.
+/// 11 times in two runs of 200K rounds; the default run does 200K, the stress run 1M.
 #[test]
 fn forget_racing_an_overwrite_never_erases_the_other_item() {
+    forget_racing_an_overwrite(200_000);
+}
+
+/// The same for 1M rounds (about 20 s on an idle core pair, minutes on a busy one).
+#[test]
+#[ignore = "stress: 1M spinning hand-offs; run with --ignored (CI does)"]
+fn forget_racing_an_overwrite_never_erases_the_other_item_in_1m_rounds() {
+    forget_racing_an_overwrite(1_000_000);
+}
+
+fn forget_racing_an_overwrite(rounds: u64) {
     use std::sync::atomic::{AtomicU64, Ordering};
-    const ROUNDS: u64 = 1_000_000;
     let map = OverwriteMap::with_buckets(1).unwrap();
     let exact = ExactOverwriteMap::with_buckets(1).unwrap();
     let (go, forgotten) = (AtomicU64::new(0), AtomicU64::new(0));
     let (lost, forgets) = std::thread::scope(|s| {
         let forgetter = s.spawn(|| {
             let mut forgets = 0u64;
-            for i in 0..ROUNDS {
+            for i in 0..rounds {
                 wait_for(&go, i + 1);
                 forgets += u64::from(map.forget(&(2 * i)));
                 forgets += u64::from(exact.forget(&(2 * i).to_le_bytes()));
@@ -382,7 +392,7 @@ fn forget_racing_an_overwrite_never_erases_the_other_item() {
             forgets
         });
         let mut lost = 0u64;
-        for i in 0..ROUNDS {
+        for i in 0..rounds {
             let (a, b) = (2 * i, 2 * i + 1);
             map.insert(&a);
             exact.insert(&a.to_le_bytes());
@@ -394,10 +404,10 @@ fn forget_racing_an_overwrite_never_erases_the_other_item() {
         }
         (lost, forgetter.join().unwrap())
     });
-    eprintln!("{forgets} successful forgets of 2 x {ROUNDS}; {lost} overwriting items lost");
+    eprintln!("{forgets} successful forgets of 2 x {rounds}; {lost} overwriting items lost");
     assert_eq!(lost, 0, "forget erased an item that overwrote its own");
     // Both orders happened: forgets that found their item, and forgets that came too late.
-    assert!(forgets > 0 && forgets < 2 * ROUNDS, "{forgets}");
+    assert!(forgets > 0 && forgets < 2 * rounds, "{forgets}");
 }
 
 /// The replicated case: every message is delivered twice, the copy exactly `x` messages late.
@@ -591,17 +601,28 @@ fn claims_of_the_same_ids_from_two_threads_commit_each_at_least_once_and_twice_o
 /// Patched in by hand (three runs each of 1M rounds): a check-then-store drop in the fingerprint
 /// map erased `b_i` 203, 109 and 109 times; an exact drop that forgets by bytes instead of by
 /// entry erased the re-claimed `a_i` 69, 100 and 99 times. The real guards never do; the
-/// fingerprint map's documented limit erased the re-claimed `a_i` 1 to 355 times per run.
+/// fingerprint map's documented limit erased the re-claimed `a_i` 1 to 355 times per run. The
+/// default run does 200K rounds per map (about 20 of those erasures expected), the stress run 1M.
 #[test]
 fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
+    dropped_claims_racing_other_claims(200_000);
+}
+
+/// The same for 1M rounds per map (about 25 s on an idle core pair, minutes on a busy one).
+#[test]
+#[ignore = "stress: 2 x 1M spinning hand-offs; run with --ignored (CI does)"]
+fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own_in_1m_rounds() {
+    dropped_claims_racing_other_claims(1_000_000);
+}
+
+fn dropped_claims_racing_other_claims(rounds: u64) {
     use std::sync::atomic::{AtomicU64, Ordering};
-    const ROUNDS: u64 = 1_000_000;
-    fn rounds<M: Claims>(name: &str, make: impl Fn() -> M) -> (u64, u64) {
+    fn run<M: Claims>(rounds: u64, name: &str, make: impl Fn() -> M) -> (u64, u64) {
         let (other_id, reclaim) = (make(), make());
         let (claimed, dropped, checked) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
         let (lost_other, lost_reclaim) = std::thread::scope(|s| {
             s.spawn(|| {
-                for i in 0..ROUNDS {
+                for i in 0..rounds {
                     let a = 2 * i;
                     wait_for(&checked, i); // the previous round's ids are checked
                     let signal = || claimed.store(i + 1, Ordering::Release);
@@ -617,7 +638,7 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
                 }
             });
             let (mut lost_other, mut lost_reclaim) = (0u64, 0u64);
-            for i in 0..ROUNDS {
+            for i in 0..rounds {
                 let (a, b) = (2 * i, 2 * i + 1);
                 wait_for(&claimed, i + 1);
                 assert_eq!(other_id.handle(b, &mut || true), Some(true), "{name}");
@@ -631,18 +652,21 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
             (lost_other, lost_reclaim)
         });
         eprintln!(
-            "{name}: {ROUNDS} rounds; another id's commit erased {lost_other} times, a later \
+            "{name}: {rounds} rounds; another id's commit erased {lost_other} times, a later \
              commit of the same id erased {lost_reclaim} times"
         );
         (lost_other, lost_reclaim)
     }
-    let (lost_other, _) = rounds("fingerprint", || OverwriteMap::with_buckets(1).unwrap());
+    let (lost_other, _) = run(rounds, "fingerprint", || {
+        OverwriteMap::with_buckets(1).unwrap()
+    });
     assert_eq!(
         lost_other, 0,
         "fingerprint: a drop erased another id's commit"
     );
-    let (lost_other, lost_reclaim) =
-        rounds("exact", || ExactOverwriteMap::with_buckets(1).unwrap());
+    let (lost_other, lost_reclaim) = run(rounds, "exact", || {
+        ExactOverwriteMap::with_buckets(1).unwrap()
+    });
     assert_eq!(lost_other, 0, "exact: a drop erased another id's commit");
     assert_eq!(
         lost_reclaim, 0,

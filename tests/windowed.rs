@@ -610,3 +610,96 @@ fn contains_many_answers_as_contains_does() {
         }
     }
 }
+
+#[test]
+fn the_window_is_send_sync_and_debug() {
+    fn ss<T: Send + Sync>() {}
+    ss::<WindowedBloomFilter>();
+    ss::<WindowedBloomFilter<seen::hash::StableHasher, ManualClock>>();
+    let f = WindowedBloomFilter::builder(10)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    eprintln!("{f:?}");
+    assert_eq!(f.rotation(), Rotation::Manual);
+    let _ = f.clock().now();
+}
+
+/// Same keys from two threads while a third rotates / maintains / saves / loads: the
+/// same thread's contains right after a `true` insert, and exactly-once within the window.
+/// G = 1, 3 and 63; count mode, so inserts rotate too.
+#[test]
+fn same_key_race_with_rotate_maintain_and_save() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for g in [1u32, 3, 63] {
+        let f = WindowedBloomFilter::builder(2_000)
+            .periods(g - 1)
+            .rotate_after(100)
+            .build()
+            .unwrap();
+        let ks = keys(500 + u64::from(g), 200_000);
+        let stop = AtomicBool::new(false);
+        let (res, saves) = std::thread::scope(|s| {
+            let admin = s.spawn(|| {
+                let mut saves = 0u32;
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    match i % 8 {
+                        0 => {
+                            let e = f.generation();
+                            let mut out = Vec::new();
+                            f.write_to(&mut out).unwrap();
+                            let l = WindowedBloomFilter::read_from(&out[..]).unwrap();
+                            assert!(l.generation() >= e);
+                            saves += 1;
+                        }
+                        1..=3 => {
+                            f.maintain();
+                        }
+                        _ => {
+                            f.rotate();
+                        }
+                    }
+                }
+                saves
+            });
+            let run = || {
+                let mut out = Vec::with_capacity(ks.len());
+                let mut fnr = 0u64;
+                for k in &ks {
+                    let b = f.generation();
+                    let new = f.insert(k);
+                    let a = f.generation();
+                    if new {
+                        let hit = f.contains(k);
+                        let after = f.generation();
+                        if !hit && after < b + u64::from(g) {
+                            fnr += 1;
+                        }
+                    }
+                    out.push((new, b, a));
+                }
+                (out, fnr)
+            };
+            let t1 = s.spawn(run);
+            let t2 = s.spawn(run);
+            let r = (t1.join().unwrap(), t2.join().unwrap());
+            stop.store(true, Ordering::Relaxed);
+            (r, admin.join().unwrap())
+        });
+        let ((o1, f1), (o2, f2)) = res;
+        let mut twice = 0;
+        for (x, y) in o1.iter().zip(&o2) {
+            if x.0 && y.0 && x.2.max(y.2) - x.1.min(y.1) < u64::from(g) {
+                twice += 1;
+            }
+        }
+        eprintln!(
+            "G = {g}: generation {}, saves {saves}, false negatives {} , two-new within the window {twice}",
+            f.generation(),
+            f1 + f2
+        );
+        assert_eq!((f1 + f2, twice), (0, 0));
+    }
+}

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests. Each test file uses a part of them.
 #![allow(dead_code)]
 
+pub(crate) mod files;
+
 use seen::DedupFilter;
 use seen::hash::{ItemHasher, StableHasher};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -471,7 +471,7 @@ fn two_threads_inserting_one_key_at_once_across_growths_get_one_new() {
                 let mut spins = 0u32;
                 while arrived.load(Ordering::Acquire) < 2 * (i + 1) {
                     spins += 1;
-                    if spins % 1024 == 0 {
+                    if spins.is_multiple_of(1024) {
                         std::thread::yield_now();
                     }
                     std::hint::spin_loop();

@@ -520,8 +520,7 @@ fn claims_of_the_same_ids_from_two_threads_commit_each_at_least_once_and_twice_o
         StableHasher::with_seed(thread)
             .hash_item(&(index, attempt))
             .h1
-            % 4
-            == 0
+            .is_multiple_of(4)
     };
     let run = |name: &str, map: &dyn Claims, shared: &[bool]| {
         let committed: Vec<AtomicU32> = ids.iter().map(|_| AtomicU32::new(0)).collect();

@@ -113,10 +113,11 @@ fn count_mode_generations_hold_their_count() {
         idx += 1;
         let now = f.generation();
         if now != cur {
-            if let Some((x, at)) = prev_last {
-                if idx - at < (u64::from(g) - 1) * n && !f.contains(&x) {
-                    early_forgets += 1;
-                }
+            if let Some((x, at)) = prev_last
+                && idx - at < (u64::from(g) - 1) * n
+                && !f.contains(&x)
+            {
+                early_forgets += 1;
             }
             sizes.push(in_gen);
             in_gen = 0;
@@ -125,11 +126,12 @@ fn count_mode_generations_hold_their_count() {
         }
         in_gen += 1;
         last_new = Some(k);
-        if let Some((x, at)) = prev_last {
-            if idx - at < (u64::from(g) - 1) * n && !f.contains(&x) {
-                early_forgets += 1;
-                prev_last = None;
-            }
+        if let Some((x, at)) = prev_last
+            && idx - at < (u64::from(g) - 1) * n
+            && !f.contains(&x)
+        {
+            early_forgets += 1;
+            prev_last = None;
         }
     }
     sizes.remove(0);

@@ -147,6 +147,14 @@ pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
     // A date alone is its midnight UTC; anything else needs its offset (`Z` or `+01:00`). A
     // local date before 1970 may be after the epoch in UTC (1969-12-31T23:00:00-02:00): the
     // range is checked on the instant.
+    // RFC 3339 allows any number of fraction digits, jiff nine: the rest is below a nanosecond.
+    let text = match text.split_once('.') {
+        Some((head, tail)) if tail.bytes().take_while(u8::is_ascii_digit).count() > 9 => {
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            std::borrow::Cow::Owned(format!("{head}.{}{}", &tail[..9], &tail[digits..]))
+        }
+        _ => std::borrow::Cow::Borrowed(text),
+    };
     let instant = match text.parse::<jiff::Timestamp>() {
         Ok(instant) => instant,
         Err(_) if text.len() == 10 => {
@@ -155,7 +163,15 @@ pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
                 .to_timestamp(date.to_datetime(jiff::civil::Time::midnight()))
                 .map_err(|_| range())?
         }
-        Err(_) => return Err(bad()),
+        // A valid date far outside the range (jiff's timestamps end in 9999): out of range,
+        // not "not a time".
+        Err(_) => match text
+            .get(..10)
+            .and_then(|d| d.parse::<jiff::civil::Date>().ok())
+        {
+            Some(date) if !(1969..=2555).contains(&date.year()) => return Err(range()),
+            _ => return Err(bad()),
+        },
     };
     u64::try_from(instant.as_nanosecond()).map_err(|_| range())
 }
@@ -210,6 +226,19 @@ mod tests {
         assert_eq!(parse_time(b"1970-01-01T00:00:00Z"), Ok(0));
     }
 
+    /// RFC 3339 puts no bound on the fraction's digits: those past the nanosecond are dropped,
+    /// as in Unix seconds.
+    #[test]
+    fn fractions_of_any_length() {
+        let at = (1_795_305_600 + 34_200) * S + 123_456_789;
+        assert_eq!(parse_time(b"2026-11-22T09:30:00.1234567891234Z"), Ok(at));
+        assert_eq!(
+            parse_time(b"2026-11-22T10:30:00.123456789999+01:00"),
+            Ok(at)
+        );
+        assert_eq!(parse_time(b"1795339800.1234567891234"), Ok(at));
+    }
+
     /// A leap second is taken as jiff takes it: the second before (an RFC 3339 time is valid
     /// with `:60`, and a record's time only moves the window's clock).
     #[test]
@@ -231,6 +260,8 @@ mod tests {
             "2554-07-21T23:34:34Z",
             "2554-07-22",
             "9999-12-31",
+            "9999-12-31T23:59:59Z",
+            "0000-01-01T00:00:00Z",
             "1969-12-31",
         ] {
             let err = parse_time(text.as_bytes()).unwrap_err();

@@ -75,7 +75,8 @@ mod signals;
 mod work;
 
 pub(crate) use args::Dedup;
-use filter::{Filter, generations};
+use filter::Filter;
+pub(crate) use filter::generations;
 use key::{Key, Keyer};
 use output::Output;
 use pipeline::{one_thread, pipeline};

@@ -405,14 +405,10 @@ fn write_window(
     period: Duration,
 ) -> Result<(), Failure> {
     let (w, p) = (format_duration(window), format_duration(period));
-    let (window_ms, period_ms) = (window.as_millis(), period.as_millis());
-    if window_ms % period_ms != 0 {
-        return Err(Failure(format!(
-            "--window {w} is not a whole number of --period {p}: the window is made of whole \
-             generations"
-        )));
-    }
-    let generations = u32::try_from(window_ms / period_ms).unwrap_or(u32::MAX);
+    // What `seen dedup --window W --period P` builds: one generation per period of the window
+    // and the current one.
+    let (generations, _) = crate::dedup::generations(window, period)?;
+    let periods = generations - 1;
     let fail = |e: Error| {
         Failure(format!(
             "cannot size the windowed filter (--window {w} / --period {p} = {generations} \
@@ -435,7 +431,8 @@ fn write_window(
     let s = sizing::window(per_period, generations, args.sizing.fpr).map_err(fail)?;
     let _ = writeln!(
         out,
-        "\nWindowed filter (word layout): the last {w} as {generations} generations of {p}\n"
+        "\nWindowed filter (word layout): the last {w} as {generations} generations of {p} \
+         ({periods} full and the current one)\n"
     );
     let lines = [
         (
@@ -443,7 +440,7 @@ fn write_window(
             format!(
                 "{} ({} in the window)",
                 grouped(s.items_per_period()),
-                grouped(s.items_per_period().saturating_mul(u64::from(generations)))
+                grouped(s.items_per_period().saturating_mul(u64::from(periods)))
             ),
         ),
         ("k", s.generation.hashes.to_string()),

@@ -250,7 +250,7 @@ fn bad_times_and_windows_are_one_line_errors() {
         (
             &["dedup", "--window", "10d", "--period", "3d"],
             b"a\n",
-            "--window 10d must be 1 to 62 times --period 3d",
+            "--window 10d is not a whole number of --period 3d",
         ),
         (
             &["dedup", "--window", "63d", "--period", "1d"],

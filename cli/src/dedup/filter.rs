@@ -536,10 +536,18 @@ pub(super) fn resolve(path: &Path) -> std::path::PathBuf {
 /// The live generations for `--window` over `--period`, and the period: one per period of
 /// the window, and the current one, so that a key is kept for the whole window after the
 /// period it came in.
-pub(super) fn generations(window: Duration, period: Duration) -> Result<(u32, Duration), Failure> {
+pub(crate) fn generations(window: Duration, period: Duration) -> Result<(u32, Duration), Failure> {
     let (w, p) = (window.as_millis(), period.as_millis());
     let max = u128::from(seen::sizing::MAX_GENERATIONS) - 1;
-    if p == 0 || w % p != 0 || !(1..=max).contains(&(w / p)) {
+    if p != 0 && w % p != 0 {
+        return Err(Failure(format!(
+            "--window {} is not a whole number of --period {}: the window is made of whole \
+             periods",
+            format_duration(window),
+            format_duration(period)
+        )));
+    }
+    if p == 0 || !(1..=max).contains(&(w / p)) {
         return Err(Failure(format!(
             "--window {} must be 1 to {max} times --period {}",
             format_duration(window),

@@ -39,7 +39,7 @@ pub(crate) struct Bench {
     /// The keys each structure is sized for [default: the number of distinct keys inserted].
     /// The windowed filter splits them over its generations; the overwrite map remembers a
     /// key across this many later insertions with probability --remember-probability.
-    #[arg(long, value_name = "N", value_parser = capacity())]
+    #[arg(long, value_name = "N", value_parser = capacity)]
     capacity: Option<u64>,
     /// The Bloom filters' false-positive rate at capacity, strictly between 0 and 1 (the windowed filter's over its
     /// whole window, the growing filter's however much it grows).
@@ -68,8 +68,10 @@ pub(crate) struct Bench {
           value_parser = threads())]
     threads: Vec<u32>,
     /// The windowed filter's generations: the keys are inserted in this many periods of
-    /// --capacity / G keys, the filter rotated between them, so every key is in the window.
-    #[arg(long, value_name = "G", default_value_t = 7)]
+    /// --capacity / G keys, the filter rotated between them, so every key is in the window
+    /// (1 to 63).
+    #[arg(long, value_name = "G", default_value_t = 7,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(seen::sizing::MAX_GENERATIONS)))]
     generations: u32,
     /// The overwrite map's probability of remembering a key after --capacity later insertions,
     /// strictly between 0 and 1.

@@ -30,7 +30,7 @@ pub(crate) const MAX_THREADS: u32 = 1024;
 pub(crate) struct Sizing {
     /// Distinct keys the filter is sized for (with --window, each period's new keys; a growing
     /// filter's first layer).
-    #[arg(long, default_value_t = DEFAULT_CAPACITY, value_name = "N", value_parser = capacity())]
+    #[arg(long, default_value_t = DEFAULT_CAPACITY, value_name = "N", value_parser = capacity)]
     pub(crate) capacity: u64,
     /// The false-positive rate at capacity, strictly between 0 and 1: the probability that a
     /// key never seen is taken for one seen (a new record dropped), over the whole window with
@@ -47,8 +47,15 @@ pub(crate) struct Sizing {
 }
 
 /// `--capacity`'s values: a count of keys from 1.
-pub(crate) fn capacity() -> RangedU64ValueParser<u64> {
-    RangedU64ValueParser::new().range(1..)
+pub(crate) fn capacity(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("a count of keys of at least 1, got 0".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "not a whole number from 1 to {}: {text:?}",
+            u64::MAX
+        )),
+    }
 }
 
 /// `--threads`' values (each of a list): a count from 1 to [`MAX_THREADS`].

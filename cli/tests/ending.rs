@@ -11,18 +11,12 @@ use std::time::Duration;
 
 mod common;
 
-use common::{scratch, seen, stderr_of};
+use common::{feed, scratch, seen, start as start_piped, stderr_of};
 
 /// Starts `seen` with `args` (input from a file or an open pipe), its output lines collected
 /// by a thread: the receiver gets each line, then `None` at the end.
 fn start(args: &[&str]) -> (Child, mpsc::Receiver<Option<String>>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = start_piped(args);
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -162,34 +156,18 @@ fn a_signal_delivered_twice_at_once_still_saves_the_state() {
 #[test]
 fn a_second_signal_later_exits_at_once() {
     for threads in ["1", "2"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
-            .args(["dedup", "--threads", threads, "--capacity", "1000000"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let (reading, read) = mpsc::channel();
-        let writer = std::thread::spawn(move || {
-            // A first record of 100 KiB: its output cannot fit a pipe's buffer (64 KiB), so
-            // once the run has read it, its writes stay blocked while nobody reads them.
-            let mut text = vec![b'x'; 100 << 10];
-            text.push(b'\n');
-            let long = text.len();
-            for i in 0..200_000 {
-                writeln!(text, "line-{i}").unwrap();
-            }
-            // The long record and 65 KiB more, which no pipe's buffer holds: once written, the
-            // run has read the whole long record, and its signal handler (set before its first
-            // read) is in place.
-            let (first, rest) = text.split_at(long + (65 << 10));
-            let _ = stdin.write_all(first);
-            let _ = reading.send(());
-            let _ = stdin.write_all(rest);
-            // Kept open until the run ends: only the signals end it.
-            stdin
-        });
+        let mut child = start_piped(&["dedup", "--threads", threads, "--capacity", "1000000"]);
+        // A first record of 100 KiB: its output cannot fit a pipe's buffer (64 KiB), so once
+        // the run has read it, its writes stay blocked while nobody reads them.
+        let mut text = vec![b'x'; 100 << 10];
+        text.push(b'\n');
+        let long = text.len();
+        for i in 0..200_000 {
+            writeln!(text, "line-{i}").unwrap();
+        }
+        // The long record and 65 KiB more: once written, the run has read the whole long
+        // record. The input stays open until the run ends: only the signals end it.
+        let (writer, read) = feed(child.stdin.take().unwrap(), text, long + (65 << 10));
         read.recv_timeout(Duration::from_secs(120))
             .expect("the run reads its input");
         kill("INT", &[child.id()]);

@@ -76,7 +76,12 @@ fn a_remember_probability_outside_0_to_1_is_refused_by_every_subcommand() {
 #[test]
 fn a_capacity_of_0_is_refused_by_every_subcommand() {
     for command in CAPACITY {
-        refused(command, "--capacity", "0", "a count of keys of at least 1, got 0");
+        refused(
+            command,
+            "--capacity",
+            "0",
+            "a count of keys of at least 1, got 0",
+        );
         refused(command, "--capacity", "3x", "not a whole number from 1");
     }
 }

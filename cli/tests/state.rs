@@ -4,22 +4,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{scratch, seen, stderr_of};
-
-fn start(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_seen"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
+use common::{feed, scratch, seen, start, stderr_of};
 
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
@@ -185,17 +175,8 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
         let key = format!("new-{attempt}\n");
         let lines: Vec<u8> = [key.as_bytes().to_vec(), distinct(200_000)].concat();
         let mut child = start(&args);
-        let mut stdin = child.stdin.take().unwrap();
-        let (reading, read) = std::sync::mpsc::channel();
-        let feed = std::thread::spawn(move || {
-            // 128 KiB fit no pipe's buffer (64 KiB): once written, the run has read from its
-            // input, so its signal handler (set before the first read) is in place.
-            let (first, rest) = lines.split_at(128 << 10);
-            let _ = stdin.write_all(first);
-            let _ = reading.send(());
-            let _ = stdin.write_all(rest);
-            stdin
-        });
+        // 128 KiB: once written, the run has read its input, and its signal handler is in place.
+        let (feed, read) = feed(child.stdin.take().unwrap(), lines, 128 << 10);
         read.recv_timeout(Duration::from_secs(120))
             .expect("the run reads its input");
         // Its standard error, line by line as it comes, and whole at the end.

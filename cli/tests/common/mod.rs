@@ -2,17 +2,46 @@
 #![allow(dead_code)] // Each test binary uses some of it.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 
-/// Runs `seen` with `args`, `input` on standard input.
-pub(crate) fn seen(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+/// Starts `seen` with `args`, its three standard streams piped to the test.
+pub(crate) fn start(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_seen"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Writes `text` to a run's standard input on a thread of its own, and says on the receiver
+/// once the run has read from it: the first `first` bytes (more than a pipe's buffer, 64 KiB)
+/// are written apart, so their write returns only after the run has read some. The run sets
+/// its signal handler before its first read, so a signal sent then is handled, not fatal. The
+/// thread returns the input, still open.
+pub(crate) fn feed(
+    mut stdin: ChildStdin,
+    text: Vec<u8>,
+    first: usize,
+) -> (JoinHandle<ChildStdin>, mpsc::Receiver<()>) {
+    assert!(first > 64 << 10 && first <= text.len());
+    let (reading, read) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let (head, rest) = text.split_at(first);
+        let _ = stdin.write_all(head);
+        let _ = reading.send(());
+        let _ = stdin.write_all(rest);
+        stdin
+    });
+    (writer, read)
+}
+
+/// Runs `seen` with `args`, `input` on standard input.
+pub(crate) fn seen(args: &[&str], input: &[u8]) -> Output {
+    let mut child = start(args);
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_vec();
     let writer = std::thread::spawn(move || {

@@ -14,6 +14,21 @@ use seen::{
     WindowedBloomFilter,
 };
 
+/// A writer of the save races: inserts `keys` in order and publishes (Release) how many have
+/// returned after each; holds its last key until `saved` counts 3 saves, so that saves run
+/// while it writes however busy the machine is.
+fn write_publishing(keys: &[u64], published: &AtomicU64, saved: &AtomicU64, insert: impl Fn(&u64)) {
+    for (i, k) in keys.iter().enumerate() {
+        if i == keys.len() - 1 {
+            while saved.load(Ordering::Acquire) < 3 {
+                std::thread::yield_now();
+            }
+        }
+        insert(k);
+        published.store(i as u64 + 1, Ordering::Release);
+    }
+}
+
 /// Two threads insert while a third saves and loads again and again: every key a writer had
 /// published (Release, after its insert returned) before a save began is in that save. Checks
 /// the last 1,000 keys published before each save (the ones racing it) and every 8th before
@@ -29,17 +44,7 @@ fn a_save_racing_two_writers_keeps_every_insert_that_happened_before_it() {
         let saved = &AtomicU64::new(0);
         let (saves, lost) = std::thread::scope(|s| {
             for (keys, published) in keys.iter().zip(&published) {
-                s.spawn(move || {
-                    for (i, k) in keys.iter().enumerate() {
-                        if i == KEYS - 1 {
-                            while saved.load(Ordering::Acquire) < 3 {
-                                std::thread::yield_now();
-                            }
-                        }
-                        filter.insert(k);
-                        published.store(i as u64 + 1, Ordering::Release);
-                    }
-                });
+                s.spawn(move || write_publishing(keys, published, saved, |k| _ = filter.insert(k)));
             }
             let saver = s.spawn(|| {
                 let (mut saves, mut lost) = (0, 0usize);
@@ -133,19 +138,7 @@ fn a_semi_save_racing_writers_and_compactions_keeps_every_insert_before_it() {
     let saved = &AtomicU64::new(0);
     let (saves, lost) = std::thread::scope(|s| {
         for (keys, published) in keys.iter().zip(&published) {
-            s.spawn(move || {
-                for (i, k) in keys.iter().enumerate() {
-                    // The writers hold their last key until 3 saves are done, however busy
-                    // the machine is.
-                    if i == KEYS - 1 {
-                        while saved.load(Ordering::Acquire) < 3 {
-                            std::thread::yield_now();
-                        }
-                    }
-                    filter.insert(k);
-                    published.store(i as u64 + 1, Ordering::Release);
-                }
-            });
+            s.spawn(move || write_publishing(keys, published, saved, |k| _ = filter.insert(k)));
         }
         let published = &published;
         s.spawn(move || {

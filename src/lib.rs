@@ -156,7 +156,7 @@ pub mod sizing;
 mod sync;
 
 pub use bloom::{
-    AtomicBloomFilter, BloomInfo, CompactionStats, FrozenBloomFilter, GrowingBloomFilter,
+    AtomicBloomFilter, BlockBits, BloomInfo, CompactionStats, FrozenBloomFilter, GrowingBloomFilter,
     LayerInfo, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
 pub use error::{Corruption, Error};

@@ -605,6 +605,66 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
         Ok(())
     }
 
+    /// Copies the filter's words `first..first + out.len()` into `out`. Word `w` is the bits
+    /// `64·w` to `64·w + 63`, least significant first: the positions [`BlockBits`](crate::BlockBits) gives. One
+    /// Relaxed load per word, so a copy taken while others insert holds every insert that
+    /// returned before it started, and any part of the ones racing it (as a save does).
+    ///
+    /// With [`union_words`](Self::union_words), this moves a filter's bits to storage of
+    /// another kind and back (the `seen-dedup-redis` crate keeps them in a server's strings).
+    ///
+    /// # Panics
+    ///
+    /// If the range passes the last word (there are [`bit_len`](Self::bit_len)` / 64` words),
+    /// as slice indexing does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::AtomicBloomFilter;
+    /// let a = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// a.insert("x");
+    /// let mut words = vec![0u64; (a.bit_len() / 64) as usize];
+    /// a.read_words(0, &mut words);
+    /// let b = AtomicBloomFilter::with_capacity(1000, 0.01)?;
+    /// b.union_words(0, &words);
+    /// assert!(b.contains("x"));
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn read_words(&self, first: u64, out: &mut [u64]) {
+        let first = self.word_range(first, out.len());
+        for (i, slot) in out.iter_mut().enumerate() {
+            *slot = self.bits.word(first + i).load(Relaxed);
+        }
+    }
+
+    /// Sets in the filter's words `first..first + words.len()` every bit set in `words` (a
+    /// `fetch_or` per word that gains a bit): [`union`](Self::union) with words read from
+    /// elsewhere, with the same concurrency (racing inserts and lookups are fine; an item is
+    /// found once its words are in). Words as in [`read_words`](Self::read_words).
+    ///
+    /// # Panics
+    ///
+    /// If the range passes the last word, as [`read_words`](Self::read_words).
+    pub fn union_words(&self, first: u64, words: &[u64]) {
+        let first = self.word_range(first, words.len());
+        for (i, &theirs) in words.iter().enumerate() {
+            let word = self.bits.word(first + i);
+            if theirs & !word.load(Relaxed) != 0 {
+                word.fetch_or(theirs, Relaxed);
+            }
+        }
+    }
+
+    /// `first` as an index, after checking that `len` words from it are in the filter.
+    fn word_range(&self, first: u64, len: usize) -> usize {
+        let words = self.bits.words();
+        match usize::try_from(first) {
+            Ok(first) if first.checked_add(len).is_some_and(|end| end <= words) => first,
+            _ => panic!("words {first}..{first}+{len} are past the filter's {words} words"),
+        }
+    }
+
     /// `Ok` if `other`'s bits sit where this filter's would: same layout, blocks, `k`, hasher.
     fn check_mergeable(&self, other: &Self) -> Result<(), Error> {
         let (a, b) = (&self.sizing, &other.sizing);

@@ -40,6 +40,7 @@ pub use frozen::FrozenBloomFilter;
 pub use growing::{GrowingBloomFilter, GrowingOptions};
 pub use info::{BloomInfo, LayerInfo};
 pub(crate) use probe::Probe;
+pub use probe::BlockBits;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
 pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
 

@@ -227,6 +227,79 @@ fn line_bits_loop(h2: u64, k: u32, mut f: impl FnMut(usize, u32)) {
     }
 }
 
+/// Where one item's bits are in a Bloom filter of a given sizing: its block, and per word of the
+/// block the bits to test or set. The positions every Bloom filter of the crate uses (the atomic
+/// filter's words, the payloads of its files), for code that keeps a filter's words somewhere
+/// else, such as a server's strings: an item whose masks are all set in the words from
+/// [`first_word`](Self::first_word) on is one that [`AtomicBloomFilter::contains_hash`] finds
+/// in a filter holding those words.
+///
+/// Word `w` of a filter is its bits `64·w` to `64·w + 63`, least significant first, as in
+/// [`AtomicBloomFilter::read_words`].
+///
+/// [`AtomicBloomFilter::contains_hash`]: crate::AtomicBloomFilter::contains_hash
+/// [`AtomicBloomFilter::read_words`]: crate::AtomicBloomFilter::read_words
+///
+/// # Examples
+///
+/// ```
+/// use seen::hash::ItemHasher;
+/// use seen::{AtomicBloomFilter, BlockBits, Layout};
+/// let filter = AtomicBloomFilter::builder(1000).fpr(0.01).layout(Layout::Line).build()?;
+/// let hash = filter.hasher().hash_item("a");
+/// let bits = BlockBits::new(hash, &filter.sizing());
+/// assert_eq!(bits.masks().len(), 8); // a line: 8 words
+/// filter.insert_hash(hash);
+/// let mut words = [0u64; 8];
+/// filter.read_words(bits.first_word(), &mut words);
+/// assert!(bits.masks().iter().zip(&words).all(|(m, w)| w & m == *m));
+/// # Ok::<(), seen::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockBits {
+    block: u64,
+    layout: Layout,
+    masks: [u64; LINE_WORDS],
+}
+
+impl BlockBits {
+    /// The bits of `hash` in a filter of `sizing`.
+    pub fn new(hash: Hash128, sizing: &BlockedSizing) -> Self {
+        let mut masks = [0u64; LINE_WORDS];
+        let block = match Probe::new(hash, sizing) {
+            Probe::Word { word, mask } => {
+                masks[0] = mask;
+                word
+            }
+            Probe::Line { line, h2, k } => {
+                line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
+                line
+            }
+        };
+        Self {
+            block: block as u64,
+            layout: sizing.layout,
+            masks,
+        }
+    }
+
+    /// The block's index among the filter's blocks.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+
+    /// The index of the block's first word among the filter's 64-bit words.
+    pub fn first_word(&self) -> u64 {
+        self.block * u64::from(self.layout.block_bits() / 64)
+    }
+
+    /// The bits in each word of the block, from [`first_word`](Self::first_word) on: one mask
+    /// ([`Layout::Word`]) or eight ([`Layout::Line`]), some of them zero.
+    pub fn masks(&self) -> &[u64] {
+        &self.masks[..self.layout.block_bits() as usize / 64]
+    }
+}
+
 /// The line layout's 8 masks, one per word: the bits of [`line_bits`].
 #[cfg(all(test, not(seen_loom)))]
 fn line_masks(h2: u64, k: u32) -> [u64; LINE_WORDS] {

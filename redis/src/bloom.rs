@@ -1,0 +1,897 @@
+//! [`SharedBloomFilter`]: the crate's Bloom filter (word or line layout) in a server's string
+//! keys, block for block the local [`AtomicBloomFilter`]'s, so that a filter moves between the
+//! two bit for bit ([`upload`](SharedBloomFilter::upload),
+//! [`download`](SharedBloomFilter::download)).
+//!
+//! # Where the bits are
+//!
+//! The filter's blocks are cut into `shards` runs of consecutive blocks, shard `s` in the
+//! string key `seen:{NAME:s}:bits`. Word `w` of a shard (its blocks' words in order) is bits
+//! `64·w` to `64·w + 63` of the string; the server numbers a string's bits from the most
+//! significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
+//! the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
+//! string holds each word as its 8 big-endian bytes.
+//!
+//! # The protocol, and why each step is atomic enough
+//!
+//! - **Lookup** (one round trip): per shard touched, `EXISTS` (a lost shard is an error, never
+//!   an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an
+//!   item. Each command reads a consistent value; an item is reported if every bit is set.
+//! - **Insert** (two round trips, the second only for items with a bit unset):
+//!   1. the lookup's read;
+//!   2. per item with a bit unset, one `BITFIELD key SET u1 o1 1 SET u1 o2 1 ...` over the
+//!      bits the read found unset. One `BITFIELD` is one atomic command that returns every old
+//!      value; the item is new if one of them was 0.
+//!
+//!   Exactly one of any number of racing inserts of one new item is told "new", in both
+//!   layouts: bits are only ever set, so the unset bits a client read include every bit still
+//!   unset when its `BITFIELD` runs. The first `BITFIELD` to run for the item therefore leaves
+//!   all its bits set, and is "new" if it set one; every later one finds all its bits set and
+//!   answers "not new". (The local line layout can tell two racers "new", since it sets 8
+//!   words one after another; on the server one command sets them all.) An item whose bits
+//!   were all set at the read is "not new" with no write: an insert of it had completed, or it
+//!   is a false positive, as locally.
+//! - A batch sends every shard's commands in one pipeline (a cluster client splits it by node),
+//!   so a batch of any size is one or two round trips. Only the bits that are missing are
+//!   written: writes cost the server per bit, and a repeated item costs only its read.
+//!
+//! What a failover can lose: replication is asynchronous, so bits acknowledged by a primary
+//! that fails before its replicas copy them are lost (`WAIT` after a batch is the lever).
+
+use std::hash::Hash;
+use std::path::Path;
+
+use redis::{Cmd, Value};
+use seen::hash::{Hash128, ItemHasher, StableHasher};
+use seen::sizing::{BlockedSizing, blocked};
+use seen::{AtomicBloomFilter, BlockBits, Layout};
+
+use crate::meta::{self, Meta};
+use crate::server::Batch;
+use crate::{Error, Server, names};
+
+/// The most a shard may hold: the server addresses a string's bits with offsets below 2^32.
+pub(crate) const MAX_SHARD_BYTES: u64 = 512 << 20;
+
+/// The size a shard is cut to unless the caller asks for more shards.
+pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;
+
+/// At most this many `GET`s or `SET`s in one `BITFIELD`: the server parses a command's
+/// arguments before running it, and a few hundred keep each command short.
+const MAX_FIELDS: usize = 512;
+
+/// The bytes moved per `GETRANGE` or `SETRANGE` by an upload or a download.
+const TRANSFER_BYTES: u64 = 1 << 20;
+
+/// A Bloom filter every process and machine that opens it by name shares: the same answers
+/// as an [`AtomicBloomFilter`] of the same parameters holding the same items, kept in a Redis
+/// or Valkey server (or cluster) in plain string keys, with no module.
+///
+/// # Guarantees
+///
+/// - **No false negatives**: once an insert has returned (`Ok`), every lookup from any client
+///   finds the item, as long as the server keeps its keys (persistence and failover: see the
+///   crate docs).
+/// - **Exactly once**, in both layouts: among any number of clients inserting the same new
+///   item at once, exactly one is told `true` (the argument is in the [module
+///   docs](crate::bloom)).
+/// - **Errors answer nothing**: a batch that fails returns an [`Error`] and no answer for any
+///   of its items, so no item is ever reported new when its write is unknown. Retrying is
+///   safe ([`Error`] says what a retry answers).
+/// - **Round trips**: a lookup or a batch of lookups, one; an insert or a batch of inserts,
+///   two (the second only if some item has a bit unset).
+///
+/// # Examples
+///
+/// ```no_run
+/// use seen_redis::{Server, SharedBloomFilter};
+/// let server = Server::open("redis://127.0.0.1:6379")?;
+/// let filter = SharedBloomFilter::builder("orders", 1_000_000).fpr(0.01).create(&server)?;
+/// assert!(filter.insert("order-1")?);
+/// assert!(!filter.insert("order-1")?);
+/// // Another process, on another machine:
+/// let same = SharedBloomFilter::open(&server, "orders")?;
+/// assert!(same.contains("order-1")?);
+/// # Ok::<(), seen_redis::Error>(())
+/// ```
+pub struct SharedBloomFilter {
+    server: Server,
+    name: String,
+    sizing: BlockedSizing,
+    hasher: StableHasher,
+    keys: Vec<String>,
+    blocks_per_shard: u64,
+}
+
+impl std::fmt::Debug for SharedBloomFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedBloomFilter")
+            .field("name", &self.name)
+            .field("sizing", &self.sizing)
+            .field("shards", &self.keys.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The parameters of a [`SharedBloomFilter`] to create or open:
+/// [`SharedBloomFilter::builder`].
+#[derive(Clone, Debug)]
+pub struct SharedBloomBuilder {
+    name: String,
+    capacity: u64,
+    fpr: f64,
+    layout: Layout,
+    shards: Option<u32>,
+    seed: u64,
+}
+
+impl SharedBloomBuilder {
+    /// The target false-positive rate at capacity (default 0.01).
+    pub fn fpr(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// The layout (default [`Layout::Word`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The number of string keys the bits are cut into (default: one per 64 MiB, at least
+    /// one). More shards spread a filter over a cluster's nodes; each shard is one key. Raised
+    /// if a shard would pass 512 MiB, the most one string can address.
+    pub fn shards(mut self, shards: u32) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// The hasher's seed (default 0, the seed of the local filters' default hasher).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The description this builder asks for.
+    fn meta(&self) -> Result<(Meta, BlockedSizing, u32), Error> {
+        let sizing = blocked(self.capacity, self.fpr, self.layout)?;
+        let block_bytes = u64::from(self.layout.block_bits() / 8);
+        let bytes = sizing.blocks * block_bytes;
+        let least = bytes.div_ceil(MAX_SHARD_BYTES);
+        let shards = match self.shards {
+            Some(asked) => u64::from(asked).max(least),
+            None => bytes.div_ceil(DEFAULT_SHARD_BYTES).max(1),
+        }
+        .min(sizing.blocks);
+        let shards = u32::try_from(shards).unwrap_or(u32::MAX);
+        Ok((describe(&sizing, shards, self.seed), sizing, shards))
+    }
+
+    /// Creates the filter on `server`, or opens it if a filter of this name with the same
+    /// parameters exists (so every process of a service can run the same line).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] if the name holds a filter with other parameters (naming the
+    /// first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate outside
+    /// (0, 1)); [`Error::InvalidName`]; the server's errors.
+    pub fn create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
+        let (meta, sizing, shards) = self.meta()?;
+        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
+        if meta::create(server, &self.name, &meta)? {
+            server.run(&filter.grow_batch())?;
+        }
+        Ok(filter)
+    }
+
+    /// [`create`](Self::create), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create).
+    pub async fn create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
+        let (meta, sizing, shards) = self.meta()?;
+        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
+        if meta::create_async(server, &self.name, &meta).await? {
+            server.run_async(&filter.grow_batch()).await?;
+        }
+        Ok(filter)
+    }
+}
+
+/// The description of a filter.
+fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
+    Meta::new("bloom")
+        .with(
+            "layout",
+            match sizing.layout {
+                Layout::Line => "line",
+                _ => "word",
+            },
+        )
+        .with("capacity", sizing.capacity)
+        .with("fpr", format!("{:?}", sizing.fpr))
+        .with("blocks", sizing.blocks)
+        .with("hashes", sizing.hashes)
+        .with("shards", shards)
+        .with("hasher", StableHasher::new().identity().map(|i| i.name().to_owned()).unwrap_or_default())
+        .with("seed", seed)
+}
+
+/// Where one item's bits are on the server.
+struct Located {
+    shard: usize,
+    /// The index of the block's first word in its shard.
+    word: u64,
+    bits: BlockBits,
+}
+
+/// The read of a batch: for each item, where its words' values are in the replies.
+struct Read {
+    /// Per item, per word of its block with a bit: (reply index, position in the reply).
+    at: Vec<Vec<(usize, usize)>>,
+    /// Per shard touched, the reply index of its `EXISTS`.
+    exists: Vec<(usize, usize)>,
+}
+
+impl SharedBloomFilter {
+    /// The parameters of a filter called `name` to create or open: `capacity` items at the
+    /// default rate (0.01) and layout ([`Layout::Word`]).
+    pub fn builder(name: &str, capacity: u64) -> SharedBloomBuilder {
+        SharedBloomBuilder {
+            name: name.to_owned(),
+            capacity,
+            fpr: 0.01,
+            layout: Layout::Word,
+            shards: None,
+            seed: 0,
+        }
+    }
+
+    /// Opens the filter called `name`, with the parameters it was created with.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] if there is none; [`Error::Mismatch`] if `name` holds another kind
+    /// of structure; [`Error::Corrupt`] if its description is not this crate's.
+    pub fn open(server: &Server, name: &str) -> Result<Self, Error> {
+        let stored = meta::open(server, name, &Self::like())?;
+        Self::from_meta(server, name, &stored)
+    }
+
+    /// [`open`](Self::open), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub async fn open_async(server: &Server, name: &str) -> Result<Self, Error> {
+        let stored = meta::open_async(server, name, &Self::like()).await?;
+        Self::from_meta(server, name, &stored)
+    }
+
+    /// The fields of a description, for reading one.
+    fn like() -> Meta {
+        let sizing = blocked(1, 0.5, Layout::Word).expect("a valid sizing");
+        describe(&sizing, 1, 0)
+    }
+
+    fn from_meta(server: &Server, name: &str, stored: &Meta) -> Result<Self, Error> {
+        let layout = match stored.get::<String>(name, "layout")?.as_str() {
+            "word" => Layout::Word,
+            "line" => Layout::Line,
+            other => {
+                return Err(Error::corrupt(&names::meta(name), format!("layout {other}")));
+            }
+        };
+        let capacity = stored.get(name, "capacity")?;
+        let fpr = stored.get(name, "fpr")?;
+        let shards = stored.get(name, "shards")?;
+        let seed = stored.get(name, "seed")?;
+        let sizing = blocked(capacity, fpr, layout)?;
+        // The stored description must be the one this version computes for these parameters:
+        // another sizing would put items at other bits.
+        let expected = describe(&sizing, shards, seed);
+        if &expected != stored {
+            let (field, have, want) = expected
+                .fields
+                .iter()
+                .zip(&stored.fields)
+                .find(|(a, b)| a != b)
+                .map(|((f, want), (_, have))| (*f, have.clone(), want.clone()))
+                .unwrap_or(("fields", String::new(), String::new()));
+            return Err(Error::Mismatch {
+                name: name.to_owned(),
+                field,
+                stored: have,
+                requested: want,
+            });
+        }
+        if shards == 0 || u64::from(shards) > sizing.blocks {
+            return Err(Error::corrupt(&names::meta(name), format!("{shards} shards")));
+        }
+        Ok(Self::new(server, name, sizing, shards, seed))
+    }
+
+    fn new(server: &Server, name: &str, sizing: BlockedSizing, shards: u32, seed: u64) -> Self {
+        let blocks_per_shard = sizing.blocks.div_ceil(u64::from(shards));
+        Self {
+            server: server.clone(),
+            name: name.to_owned(),
+            sizing,
+            hasher: StableHasher::with_seed(seed),
+            keys: (0..shards).map(|s| names::shard(name, s, "bits")).collect(),
+            blocks_per_shard,
+        }
+    }
+
+    /// The filter's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sizing: capacity, rate, layout, bits, `k`; the same as a local filter's.
+    pub fn sizing(&self) -> BlockedSizing {
+        self.sizing
+    }
+
+    /// The hasher: the local filters' default [`StableHasher`], with the filter's seed.
+    pub fn hasher(&self) -> &StableHasher {
+        &self.hasher
+    }
+
+    /// The string keys the bits are in, shard by shard.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    fn words_per_block(&self) -> u64 {
+        u64::from(self.sizing.layout.block_bits() / 64)
+    }
+
+    /// The number of words in shard `s`.
+    fn shard_words(&self, s: usize) -> u64 {
+        let first = s as u64 * self.blocks_per_shard;
+        (self.sizing.blocks - first).min(self.blocks_per_shard) * self.words_per_block()
+    }
+
+    /// Grows every shard to its full length without changing a bit (`INCRBY` of 0 on its last
+    /// byte: a write that keeps what a racing insert wrote), so that inserts never reallocate
+    /// a string and the memory is taken once, at creation.
+    fn grow_batch(&self) -> Batch {
+        let mut batch = Batch::default();
+        for (s, key) in self.keys.iter().enumerate() {
+            let k = batch.key(key);
+            let last_byte = self.shard_words(s) * 8 - 1;
+            let mut cmd = redis::cmd("BITFIELD");
+            cmd.arg(key).arg("INCRBY").arg("u8").arg(last_byte * 8).arg(0);
+            batch.push(k, cmd);
+        }
+        batch
+    }
+
+    fn locate(&self, hash: Hash128) -> Located {
+        let bits = BlockBits::new(hash, &self.sizing);
+        let shard = bits.block() / self.blocks_per_shard;
+        let word = (bits.block() - shard * self.blocks_per_shard) * self.words_per_block();
+        Located {
+            shard: shard as usize,
+            word,
+            bits,
+        }
+    }
+
+    /// The read of `items`: `EXISTS` and `BITFIELD_RO ... GET i64` per shard touched.
+    fn read_batch(&self, items: &[Located]) -> (Batch, Read) {
+        // Per shard: its GETs so far, cut into commands of MAX_FIELDS.
+        let mut per_shard: Vec<Vec<Vec<u64>>> = vec![Vec::new(); self.keys.len()];
+        let mut at = Vec::with_capacity(items.len());
+        for item in items {
+            let gets = &mut per_shard[item.shard];
+            let mut mine = Vec::new();
+            for (j, mask) in item.bits.masks().iter().enumerate() {
+                if *mask == 0 {
+                    continue;
+                }
+                if gets.last().is_none_or(|cmd| cmd.len() == MAX_FIELDS) {
+                    gets.push(Vec::new());
+                }
+                let cmd = gets.len() - 1;
+                let last = gets.last_mut().expect("pushed above");
+                mine.push((cmd, last.len()));
+                last.push((item.word + j as u64) * 64);
+            }
+            at.push((item.shard, mine));
+        }
+        let mut batch = Batch::default();
+        let mut first_cmd = vec![0; self.keys.len()];
+        let mut exists = Vec::new();
+        for (s, gets) in per_shard.iter().enumerate() {
+            if gets.is_empty() {
+                continue;
+            }
+            let k = batch.key(&self.keys[s]);
+            exists.push((s, batch.len()));
+            let mut cmd = redis::cmd("EXISTS");
+            cmd.arg(&self.keys[s]);
+            batch.push(k, cmd);
+            first_cmd[s] = batch.len();
+            for offsets in gets {
+                let mut cmd = redis::cmd("BITFIELD_RO");
+                cmd.arg(&self.keys[s]);
+                for offset in offsets {
+                    cmd.arg("GET").arg("i64").arg(offset);
+                }
+                batch.push(k, cmd);
+            }
+        }
+        let at = at
+            .into_iter()
+            .map(|(s, mine)| {
+                mine.into_iter()
+                    .map(|(cmd, pos)| (first_cmd[s] + cmd, pos))
+                    .collect()
+            })
+            .collect();
+        (batch, Read { at, exists })
+    }
+
+    /// Each item's words (as many as its block has; the words with no bit of it are 0).
+    fn after_read(&self, items: &[Located], read: &Read, replies: &[Value]) -> Result<Vec<[u64; 8]>, Error> {
+        for &(s, i) in &read.exists {
+            match replies.get(i) {
+                Some(Value::Int(1)) => {}
+                Some(Value::Int(0)) => {
+                    return Err(Error::Missing {
+                        name: self.name.clone(),
+                        key: self.keys[s].clone(),
+                    });
+                }
+                other => {
+                    return Err(Error::corrupt(&self.keys[s], format!("EXISTS answered {other:?}")));
+                }
+            }
+        }
+        let mut words = Vec::with_capacity(items.len());
+        for (item, places) in items.iter().zip(&read.at) {
+            let mut mine = [0u64; 8];
+            let mut places = places.iter();
+            for (j, mask) in item.bits.masks().iter().enumerate() {
+                if *mask == 0 {
+                    continue;
+                }
+                let &(cmd, pos) = places.next().expect("one place per word with a bit");
+                let value = match &replies[cmd] {
+                    Value::Array(values) => match values.get(pos) {
+                        Some(Value::Int(v)) => *v as u64,
+                        other => {
+                            return Err(Error::corrupt(
+                                &self.keys[item.shard],
+                                format!("BITFIELD_RO answered {other:?}"),
+                            ));
+                        }
+                    },
+                    other => {
+                        return Err(Error::corrupt(
+                            &self.keys[item.shard],
+                            format!("BITFIELD_RO answered {other:?}"),
+                        ));
+                    }
+                };
+                mine[j] = value;
+            }
+            words.push(mine);
+        }
+        Ok(words)
+    }
+
+    /// The write of the items whose bits `words` do not all hold: per item, one `BITFIELD`
+    /// setting the bits that were unset. Returns the batch and, per command, its item.
+    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Vec<usize>) {
+        let mut batch = Batch::default();
+        let mut whose = Vec::new();
+        let mut shard_key = vec![usize::MAX; self.keys.len()];
+        for (i, (item, words)) in items.iter().zip(words).enumerate() {
+            let mut cmd: Option<Cmd> = None;
+            let mut fields = 0;
+            for (j, mask) in item.bits.masks().iter().enumerate() {
+                let mut missing = mask & !words[j];
+                while missing != 0 {
+                    let bit = missing.trailing_zeros();
+                    missing &= missing - 1;
+                    let offset = (item.word + j as u64) * 64 + u64::from(63 - bit);
+                    let c = cmd.get_or_insert_with(|| {
+                        let mut c = redis::cmd("BITFIELD");
+                        c.arg(&self.keys[item.shard]);
+                        c
+                    });
+                    c.arg("SET").arg("u1").arg(offset).arg(1);
+                    fields += 1;
+                }
+            }
+            debug_assert!(fields <= 512);
+            if let Some(cmd) = cmd {
+                if shard_key[item.shard] == usize::MAX {
+                    shard_key[item.shard] = batch.key(&self.keys[item.shard]);
+                }
+                batch.push(shard_key[item.shard], cmd);
+                whose.push(i);
+            }
+        }
+        (batch, whose)
+    }
+
+    /// The answers: an item is new if its write found one of its bits unset.
+    fn after_write(&self, items: &[Located], whose: &[usize], replies: &[Value]) -> Result<Vec<bool>, Error> {
+        let mut new = vec![false; items.len()];
+        for (&i, reply) in whose.iter().zip(replies) {
+            match reply {
+                Value::Array(old) if !old.is_empty() => {
+                    new[i] = old.iter().any(|v| matches!(v, Value::Int(0)));
+                }
+                other => {
+                    return Err(Error::corrupt(
+                        &self.keys[items[i].shard],
+                        format!("BITFIELD answered {other:?}"),
+                    ));
+                }
+            }
+        }
+        Ok(new)
+    }
+
+    fn present(items: &[Located], words: &[[u64; 8]]) -> Vec<bool> {
+        items
+            .iter()
+            .zip(words)
+            .map(|(item, words)| item.bits.masks().iter().zip(words).all(|(m, w)| w & m == *m))
+            .collect()
+    }
+
+    /// Inserts the items of `hashes`, appending to `new` whether each was new (as
+    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert); `new` is then unchanged.
+    pub fn insert_many_hashes(&self, hashes: &[Hash128], new: &mut Vec<bool>) -> Result<usize, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items);
+        let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
+        let (batch, whose) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &whose, &self.server.run(&batch)?)?;
+        Ok(append(new, answers))
+    }
+
+    /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert); `new` is then unchanged.
+    pub async fn insert_many_hashes_async(&self, hashes: &[Hash128], new: &mut Vec<bool>) -> Result<usize, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items);
+        let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
+        let (batch, whose) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &whose, &self.server.run_async(&batch).await?)?;
+        Ok(append(new, answers))
+    }
+
+    /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in the
+    /// filter; returns how many are. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub fn contains_many_hashes(&self, hashes: &[Hash128], hits: &mut Vec<bool>) -> Result<usize, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items);
+        let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
+        Ok(append(hits, Self::present(&items, &words)))
+    }
+
+    /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub async fn contains_many_hashes_async(&self, hashes: &[Hash128], hits: &mut Vec<bool>) -> Result<usize, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items);
+        let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
+        Ok(append(hits, Self::present(&items, &words)))
+    }
+
+    fn hashes<'a, T: Hash + ?Sized + 'a>(&self, items: impl IntoIterator<Item = &'a T>) -> Vec<Hash128> {
+        items.into_iter().map(|item| self.hasher.hash_item(item)).collect()
+    }
+
+    /// Inserts `item`; `Ok(true)` if it was certainly not in the filter (this call set one of
+    /// its bits), `Ok(false)` if it possibly was. Exactly one of any number of clients
+    /// inserting the same new item at once gets `true`. Two round trips (one if the item's
+    /// bits are all set).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] (the write's outcome is unknown: the item may be in the filter;
+    /// retrying is safe), [`Error::Server`] (refused: out of memory, a key of another type),
+    /// [`Error::Missing`] (the filter's keys are gone). No error ever stands for "new".
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`insert`](Self::insert) of a hash from [`hasher`](Self::hasher).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
+        let mut new = Vec::with_capacity(1);
+        Ok(self.insert_many_hashes(&[hash], &mut new)? == 1)
+    }
+
+    /// Whether `item` is possibly in the filter (`false`: certainly never inserted). One round
+    /// trip.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`], [`Error::Server`], [`Error::Missing`].
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of a hash.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains).
+    pub fn contains_hash(&self, hash: Hash128) -> Result<bool, Error> {
+        let mut hits = Vec::with_capacity(1);
+        Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
+    }
+
+    /// Inserts every item (two round trips for the whole batch), appending whether each was
+    /// new to `new`, in order; returns how many were. Items repeated in the batch count once,
+    /// at their first place (as single inserts in order would).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert): no item of a failed batch is answered, and `new` is
+    /// unchanged.
+    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.insert_many_hashes(&self.hashes(items), new)
+    }
+
+    /// Looks up every item (one round trip), appending whether each is possibly in the filter
+    /// to `hits`; returns how many are.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.contains_many_hashes(&self.hashes(items), hits)
+    }
+
+    /// [`insert`](Self::insert), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    pub async fn insert_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        let mut new = Vec::with_capacity(1);
+        let hash = self.hasher.hash_item(item);
+        Ok(self.insert_many_hashes_async(&[hash], &mut new).await? == 1)
+    }
+
+    /// [`contains`](Self::contains), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains).
+    pub async fn contains_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        let mut hits = Vec::with_capacity(1);
+        let hash = self.hasher.hash_item(item);
+        Ok(self.contains_many_hashes_async(&[hash], &mut hits).await? == 1)
+    }
+
+    /// [`insert_many`](Self::insert_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_many`](Self::insert_many).
+    pub async fn insert_many_async<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let hashes = self.hashes(items);
+        self.insert_many_hashes_async(&hashes, new).await
+    }
+
+    /// [`contains_many`](Self::contains_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains_many`](Self::contains_many).
+    pub async fn contains_many_async<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let hashes = self.hashes(items);
+        self.contains_many_hashes_async(&hashes, hits).await
+    }
+
+    /// Creates a filter called `name` holding exactly `local`'s bits: the same sizing, the same
+    /// hasher seed, word for word. The filter appears to other processes (by
+    /// [`open`](Self::open)) only with all its bits: they are written under temporary keys
+    /// first, then the description is created, then the keys are renamed into place.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Exists`] if the name is taken (an upload never merges into or overwrites a
+    /// filter); [`Error::Mismatch`] if `local`'s hasher is not the [`StableHasher`]; the
+    /// server's errors.
+    pub fn upload(server: &Server, name: &str, local: &AtomicBloomFilter<StableHasher>) -> Result<Self, Error> {
+        names::check(name)?;
+        let sizing = local.sizing();
+        let builder = Self::builder(name, sizing.capacity).fpr(sizing.fpr).layout(sizing.layout).seed(local.hasher().seed());
+        let (meta, sizing, shards) = builder.meta()?;
+        let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
+        // Refuse early when the name is taken, before moving any bits.
+        if meta::open(server, name, &Self::like()).is_ok() {
+            return Err(Error::Exists { name: name.to_owned() });
+        }
+        let temp: Vec<String> = (0..shards).map(|s| names::shard(name, s, "upload")).collect();
+        for (s, key) in temp.iter().enumerate() {
+            let words = filter.shard_words(s);
+            let first = s as u64 * filter.blocks_per_shard * filter.words_per_block();
+            let mut batch = Batch::default();
+            let k = batch.key(key);
+            batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+            let step = TRANSFER_BYTES / 8;
+            let mut buf = vec![0u64; step as usize];
+            let mut done = 0;
+            while done < words {
+                let n = step.min(words - done);
+                let chunk = &mut buf[..n as usize];
+                local.read_words(first + done, chunk);
+                let bytes: Vec<u8> = chunk.iter().flat_map(|w| w.to_be_bytes()).collect();
+                let mut cmd = redis::cmd("SETRANGE");
+                cmd.arg(key).arg(done * 8).arg(bytes);
+                batch.push(k, cmd);
+                done += n;
+                if batch.len() >= 16 {
+                    server.run(&batch)?;
+                    batch = Batch::default();
+                    batch.key(key);
+                }
+            }
+            server.run(&batch)?;
+        }
+        if !meta::create(server, name, &meta)? {
+            let mut batch = Batch::default();
+            for key in &temp {
+                let k = batch.key(key);
+                batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+            }
+            server.run(&batch)?;
+            return Err(Error::Exists { name: name.to_owned() });
+        }
+        let mut batch = Batch::default();
+        for (key, temp) in filter.keys.iter().zip(&temp) {
+            let k = batch.key(key);
+            let mut cmd = redis::cmd("RENAME");
+            cmd.arg(temp).arg(key);
+            batch.push(k, cmd);
+        }
+        server.run(&batch)?;
+        Ok(filter)
+    }
+
+    /// [`upload`](Self::upload) of a filter saved to a file by
+    /// [`AtomicBloomFilter::save`].
+    ///
+    /// # Errors
+    ///
+    /// As [`upload`](Self::upload), and [`Error::Local`] if the file cannot be read or is not
+    /// an atomic Bloom filter's.
+    pub fn upload_file(server: &Server, name: &str, path: impl AsRef<Path>) -> Result<Self, Error> {
+        let local = AtomicBloomFilter::load(path)?;
+        Self::upload(server, name, &local)
+    }
+
+    /// A local [`AtomicBloomFilter`] with this filter's sizing, hasher and bits, read shard by
+    /// shard (`GETRANGE`, 1 MiB at a time). Each read is consistent; a download racing inserts
+    /// holds every insert that returned before it started.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] if a shard is gone; [`Error::Local`] if this machine cannot allocate
+    /// the filter; the server's errors.
+    pub fn download(&self) -> Result<AtomicBloomFilter<StableHasher>, Error> {
+        let local = AtomicBloomFilter::builder(self.sizing.capacity)
+            .fpr(self.sizing.fpr)
+            .layout(self.sizing.layout)
+            .hasher(self.hasher)
+            .build()?;
+        for (s, key) in self.keys.iter().enumerate() {
+            let words = self.shard_words(s);
+            let first = s as u64 * self.blocks_per_shard * self.words_per_block();
+            let mut batch = Batch::default();
+            let k = batch.key(key);
+            batch.push(k, { let mut c = redis::cmd("EXISTS"); c.arg(key); c });
+            let mut ranges = Vec::new();
+            let mut done = 0;
+            while done < words {
+                let n = (TRANSFER_BYTES / 8).min(words - done);
+                let mut cmd = redis::cmd("GETRANGE");
+                cmd.arg(key).arg(done * 8).arg((done + n) * 8 - 1);
+                batch.push(k, cmd);
+                ranges.push((done, n));
+                done += n;
+            }
+            let replies = self.server.run(&batch)?;
+            if !matches!(replies[0], Value::Int(1)) {
+                return Err(Error::Missing { name: self.name.clone(), key: key.clone() });
+            }
+            for ((start, n), reply) in ranges.into_iter().zip(&replies[1..]) {
+                let Value::BulkString(bytes) = reply else {
+                    return Err(Error::corrupt(key, format!("GETRANGE answered {reply:?}")));
+                };
+                if bytes.len() as u64 != n * 8 {
+                    return Err(Error::corrupt(key, format!("{} bytes where {} were written", bytes.len(), n * 8)));
+                }
+                let words: Vec<u64> = bytes
+                    .chunks_exact(8)
+                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+                    .collect();
+                local.union_words(first + start, &words);
+            }
+        }
+        Ok(local)
+    }
+
+    /// [`download`](Self::download) saved to `path` ([`AtomicBloomFilter::save`]): the same
+    /// file, byte for byte, as the local filter it was uploaded from would save.
+    ///
+    /// # Errors
+    ///
+    /// As [`download`](Self::download), and [`Error::Local`] if the file cannot be written.
+    pub fn download_to_file(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        self.download()?.save(path)?;
+        Ok(())
+    }
+
+    /// Deletes the filter: its description first (so that no process opens it any more), then
+    /// its shards. Processes that have it open get [`Error::Missing`].
+    ///
+    /// # Errors
+    ///
+    /// The server's errors.
+    pub fn destroy(self) -> Result<(), Error> {
+        let mut batch = Batch::default();
+        let meta = names::meta(&self.name);
+        let k = batch.key(&meta);
+        batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(&meta); c });
+        for key in &self.keys {
+            let k = batch.key(key);
+            batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+        }
+        self.server.run(&batch).map(drop)
+    }
+}
+
+/// Appends `answers` to `out`; how many are `true`.
+fn append(out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
+    let count = answers.iter().filter(|&&b| b).count();
+    out.extend(answers);
+    count
+}

@@ -1,0 +1,20 @@
+//! The [`seen`] filters shared by every process and machine that opens them by name, kept in
+//! a Redis or Valkey server (or cluster) in plain string keys: stock commands only
+//! (`BITFIELD`, `GETRANGE`, `SET`, a script for one compare-and-clear), no module, so managed
+//! services work too.
+//!
+//! - [`SharedBloomFilter`]: the [`seen::AtomicBloomFilter`] block for block, exactly-once
+//!   inserts, batches of one or two round trips, upload and download of a local filter.
+//!
+//! Every structure has a blocking API and the same methods with `_async` on tokio; errors are
+//! typed ([`Error`]) and name the key.
+
+mod bloom;
+mod error;
+mod meta;
+mod names;
+mod server;
+
+pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
+pub use error::Error;
+pub use server::{DEFAULT_TIMEOUT, Server};

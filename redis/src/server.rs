@@ -1,0 +1,354 @@
+//! [`Server`]: where the shared structures live, and how requests reach it. Every structure
+//! sends its commands through [`Server::run`] (blocking) or [`Server::run_async`] (tokio), one
+//! [`Batch`] at a time: the commands of a batch are pipelined, so a batch costs one round trip
+//! per shard, never one per command.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::{Client, Cmd, Connection, Value};
+
+use crate::Error;
+
+/// The default time a request may wait for its reply before it fails with
+/// [`Error::Connection`] (whose outcome is unknown): long enough for a batch of a million
+/// items, short enough that a server that stopped answering does not hang a service.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A Redis or Valkey deployment: one server (`redis://host:port`, `unix:///path`) or a
+/// cluster. Cheap to share: every structure opened on it keeps a reference; it keeps a few
+/// blocking connections for reuse (one per thread that is using it at the moment) and one
+/// multiplexed tokio connection.
+///
+/// A connection that fails is dropped, and the next request opens a new one: a restarted
+/// server is reached again without any action from the caller.
+///
+/// # Examples
+///
+/// ```no_run
+/// let server = seen_redis::Server::open("redis://127.0.0.1:6379")?;
+/// let cluster = seen_redis::Server::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
+/// # Ok::<(), seen_redis::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    inner: std::sync::Arc<Inner>,
+}
+
+struct Inner {
+    target: Target,
+    timeout: Duration,
+    idle: Mutex<Vec<SyncConnection>>,
+    shared: tokio::sync::Mutex<Option<AsyncConnection>>,
+}
+
+enum Target {
+    Single(Client),
+    Cluster(ClusterClient),
+}
+
+enum SyncConnection {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+#[derive(Clone)]
+enum AsyncConnection {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = match &self.inner.target {
+            Target::Single(client) => format!("{:?}", client.get_connection_info().addr()),
+            Target::Cluster(_) => "cluster".to_owned(),
+        };
+        f.debug_struct("Server")
+            .field("target", &target)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The commands of one request, each with the key it is about (for errors), pipelined in
+/// order. Commands on one key run in the order given.
+#[derive(Default)]
+pub(crate) struct Batch {
+    cmds: Vec<Cmd>,
+    keys: Vec<usize>,
+    names: Vec<String>,
+}
+
+impl Batch {
+    /// Names `key` once; the returned index is what [`push`](Self::push) takes.
+    pub(crate) fn key(&mut self, key: &str) -> usize {
+        if let Some(i) = self.names.iter().rposition(|k| k == key) {
+            return i;
+        }
+        self.names.push(key.to_owned());
+        self.names.len() - 1
+    }
+
+    /// Appends `cmd`, a command on the key [`key`](Self::key) returned.
+    pub(crate) fn push(&mut self, key: usize, cmd: Cmd) {
+        self.cmds.push(cmd);
+        self.keys.push(key);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.cmds.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+
+    fn first_key(&self) -> &str {
+        self.keys
+            .first()
+            .map_or("(no key)", |&i| self.names[i].as_str())
+    }
+
+    /// The replies, checked: one per command, none an error reply.
+    fn check(&self, replies: Vec<Value>) -> Result<Vec<Value>, Error> {
+        if replies.len() != self.cmds.len() {
+            return Err(Error::corrupt(
+                self.first_key(),
+                format!("{} replies to {} commands", replies.len(), self.cmds.len()),
+            ));
+        }
+        for (i, reply) in replies.iter().enumerate() {
+            if let Value::ServerError(err) = reply {
+                return Err(Error::from_reply(&self.names[self.keys[i]], err));
+            }
+        }
+        Ok(replies)
+    }
+
+    fn pipeline(&self) -> redis::Pipeline {
+        let mut pipe = redis::Pipeline::with_capacity(self.cmds.len());
+        for cmd in &self.cmds {
+            pipe.add_command(cmd.clone());
+        }
+        pipe.ignore_errors();
+        pipe
+    }
+}
+
+impl Server {
+    /// A single server, by URL: `redis://[user:password@]host:port[/db]`, `rediss://` for TLS
+    /// is not built in, `unix:///path/to/socket`. Connects once to check that it answers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] if the URL does not parse or the server does not answer.
+    pub fn open(url: &str) -> Result<Self, Error> {
+        let client = Client::open(url).map_err(|e| Error::from_redis(url, e))?;
+        let server = Self::with_target(Target::Single(client));
+        server.check()?;
+        Ok(server)
+    }
+
+    /// A Redis Cluster, by the URLs of some of its nodes (the client learns the rest). Every
+    /// structure keeps what one command or script touches in one slot (hash tags) and spreads
+    /// its shards over the slots.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] if no node answers.
+    pub fn cluster<I, S>(nodes: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        let first = nodes.first().cloned().unwrap_or_default();
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(DEFAULT_TIMEOUT)
+            .response_timeout(DEFAULT_TIMEOUT)
+            .build()
+            .map_err(|e| Error::from_redis(&first, e))?;
+        let server = Self::with_target(Target::Cluster(client));
+        server.check()?;
+        Ok(server)
+    }
+
+    /// How long a request may wait for its reply ([`DEFAULT_TIMEOUT`] unless set). Applies to
+    /// connections opened afterwards.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        let target = match &self.inner.target {
+            Target::Single(client) => Target::Single(client.clone()),
+            Target::Cluster(client) => Target::Cluster(client.clone()),
+        };
+        let mut server = Self::with_target(target);
+        std::sync::Arc::get_mut(&mut server.inner)
+            .expect("a new server is not shared")
+            .timeout = timeout;
+        server
+    }
+
+    fn with_target(target: Target) -> Self {
+        Self {
+            inner: std::sync::Arc::new(Inner {
+                target,
+                timeout: DEFAULT_TIMEOUT,
+                idle: Mutex::new(Vec::new()),
+                shared: tokio::sync::Mutex::new(None),
+            }),
+        }
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        let mut batch = Batch::default();
+        let key = batch.key("(PING)");
+        batch.push(key, redis::cmd("PING"));
+        self.run(&batch).map(drop)
+    }
+
+    /// Whether this is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.target, Target::Cluster(_))
+    }
+
+    fn connect(&self, key: &str) -> Result<SyncConnection, Error> {
+        let err = |e| Error::from_redis(key, e);
+        let timeout = self.inner.timeout;
+        Ok(match &self.inner.target {
+            Target::Single(client) => {
+                let conn = client.get_connection_with_timeout(timeout).map_err(err)?;
+                conn.set_read_timeout(Some(timeout)).map_err(err)?;
+                conn.set_write_timeout(Some(timeout)).map_err(err)?;
+                SyncConnection::Single(conn)
+            }
+            Target::Cluster(client) => SyncConnection::Cluster(Box::new(
+                client.get_connection().map_err(err)?,
+            )),
+        })
+    }
+
+    /// Runs `batch`, blocking: one pipeline (a cluster splits it by node). Returns one reply
+    /// per command.
+    pub(crate) fn run(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => self.connect(batch.first_key())?,
+        };
+        let replies = match &mut conn {
+            SyncConnection::Single(conn) => batch.pipeline().query::<Vec<Value>>(conn),
+            SyncConnection::Cluster(conn) => {
+                let mut pipe = redis::cluster::ClusterPipeline::with_capacity(batch.len());
+                for cmd in &batch.cmds {
+                    pipe.add_command(cmd.clone());
+                }
+                pipe.query::<Vec<Value>>(conn)
+            }
+        };
+        match replies {
+            Ok(replies) => {
+                // A connection whose replies all arrived is in step: keep it.
+                self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+                batch.check(replies)
+            }
+            // Dropped: after a failure mid-pipeline, replies still in flight would be read as
+            // the next request's.
+            Err(err) => Err(Error::from_redis(batch.first_key(), err)),
+        }
+    }
+
+    async fn connect_async(&self, key: &str) -> Result<AsyncConnection, Error> {
+        let err = |e| Error::from_redis(key, e);
+        let timeout = self.inner.timeout;
+        Ok(match &self.inner.target {
+            Target::Single(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout));
+                AsyncConnection::Single(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                        .map_err(err)?,
+                )
+            }
+            Target::Cluster(client) => {
+                AsyncConnection::Cluster(client.get_async_connection().await.map_err(err)?)
+            }
+        })
+    }
+
+    /// Runs `batch` on the tokio connection, which every task shares (multiplexed). A cluster
+    /// gets one pipeline per key (each key's commands go to its node), one after the other.
+    pub(crate) async fn run_async(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = {
+            let mut shared = self.inner.shared.lock().await;
+            match &*shared {
+                Some(conn) => conn.clone(),
+                None => {
+                    let conn = self.connect_async(batch.first_key()).await?;
+                    *shared = Some(conn.clone());
+                    conn
+                }
+            }
+        };
+        let replies = match conn {
+            AsyncConnection::Single(mut conn) => {
+                batch.pipeline().query_async::<Vec<Value>>(&mut conn).await
+            }
+            AsyncConnection::Cluster(mut conn) => {
+                // The async cluster client routes a pipeline to one node: send each key's
+                // commands as a pipeline of their own, and put the replies back in order.
+                let mut replies = vec![Value::Nil; batch.len()];
+                let mut result = Ok(());
+                for key in 0..batch.names.len() {
+                    let mut pipe = redis::Pipeline::new();
+                    let mut at = Vec::new();
+                    for (i, cmd) in batch.cmds.iter().enumerate() {
+                        if batch.keys[i] == key {
+                            pipe.add_command(cmd.clone());
+                            at.push(i);
+                        }
+                    }
+                    if at.is_empty() {
+                        continue;
+                    }
+                    pipe.ignore_errors();
+                    match pipe.query_async::<Vec<Value>>(&mut conn).await {
+                        Ok(got) if got.len() == at.len() => {
+                            for (i, value) in at.into_iter().zip(got) {
+                                replies[i] = value;
+                            }
+                        }
+                        Ok(got) => {
+                            return Err(Error::corrupt(
+                                &batch.names[key],
+                                format!("{} replies to {} commands", got.len(), at.len()),
+                            ));
+                        }
+                        Err(err) => {
+                            result = Err(err);
+                            break;
+                        }
+                    }
+                }
+                result.map(|()| replies)
+            }
+        };
+        match replies {
+            Ok(replies) => batch.check(replies),
+            Err(err) => {
+                // Open a new connection for the next request (the server may have restarted).
+                *self.inner.shared.lock().await = None;
+                Err(Error::from_redis(batch.first_key(), err))
+            }
+        }
+    }
+}

@@ -45,7 +45,7 @@ struct Inner {
 
 enum Target {
     Single(Client),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 enum SyncConnection {
@@ -170,7 +170,7 @@ impl Server {
             .response_timeout(DEFAULT_TIMEOUT)
             .build()
             .map_err(|e| Error::from_redis(&first, e))?;
-        let server = Self::with_target(Target::Cluster(client));
+        let server = Self::with_target(Target::Cluster(Box::new(client)));
         server.check()?;
         Ok(server)
     }

@@ -785,14 +785,16 @@ impl SharedBloomFilter {
             server.run(&batch)?;
             return Err(Error::Exists { name: name.to_owned() });
         }
-        let mut batch = Batch::default();
+        // One `RENAME` per request: a cluster pipeline refuses it (the client cannot route a
+        // command of two keys in general; these two share a slot).
         for (key, temp) in filter.keys.iter().zip(&temp) {
+            let mut batch = Batch::default();
             let k = batch.key(key);
             let mut cmd = redis::cmd("RENAME");
             cmd.arg(temp).arg(key);
             batch.push(k, cmd);
+            server.run(&batch)?;
         }
-        server.run(&batch)?;
         Ok(filter)
     }
 

@@ -201,6 +201,13 @@ impl Server {
     }
 
     fn check(&self) -> Result<(), Error> {
+        if self.is_cluster() {
+            // A cluster pipeline routes by key and refuses `PING`: opening a connection (which
+            // reads the slot map from a node) is the check.
+            let conn = self.connect("(cluster)")?;
+            self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            return Ok(());
+        }
         let mut batch = Batch::default();
         let key = batch.key("(PING)");
         batch.push(key, redis::cmd("PING"));
@@ -241,6 +248,11 @@ impl Server {
         };
         let replies = match &mut conn {
             SyncConnection::Single(conn) => batch.pipeline().query::<Vec<Value>>(conn),
+            // The cluster pipeline refuses commands it cannot route in general (`RENAME`,
+            // `PING`, ...): a batch of one command runs as that command, routed by its key.
+            SyncConnection::Cluster(conn) if batch.len() == 1 => {
+                batch.cmds[0].query::<Value>(&mut **conn).map(|reply| vec![reply])
+            }
             SyncConnection::Cluster(conn) => {
                 let mut pipe = redis::cluster::ClusterPipeline::with_capacity(batch.len());
                 for cmd in &batch.cmds {
@@ -257,7 +269,15 @@ impl Server {
             }
             // Dropped: after a failure mid-pipeline, replies still in flight would be read as
             // the next request's.
-            Err(err) => Err(Error::from_redis(batch.first_key(), err)),
+            Err(err) => {
+                let err = Error::from_redis(batch.first_key(), err);
+                if err.is_unknown_outcome() {
+                    // The server is gone or restarted: the idle connections are to it too, and
+                    // each would fail one more request.
+                    self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                }
+                Err(err)
+            }
         }
     }
 

@@ -487,6 +487,47 @@ mod tests {
         }
     }
 
+    /// `BlockBits` is what code outside the crate (the server's strings) uses in place of the
+    /// filter's own probe: its masks, tested in the words `read_words` returns, must answer as
+    /// `contains_hash` for every hash, hits and misses alike. The filters are filled to twice
+    /// their capacity so that false positives (hits of hashes never inserted) are common too.
+    #[test]
+    fn block_bits_in_read_words_answer_as_contains_hash() {
+        use crate::AtomicBloomFilter;
+        for layout in [Layout::Word, Layout::Line] {
+            let filter = AtomicBloomFilter::builder(2000)
+                .fpr(0.01)
+                .layout(layout)
+                .build()
+                .unwrap();
+            let hash = |i: u64| Hash128 {
+                h1: remix(i),
+                h2: remix(!i),
+            };
+            for i in 0..4000 {
+                filter.insert_hash(hash(i));
+            }
+            let sizing = filter.sizing();
+            let (mut hits, mut misses) = (0, 0);
+            for i in 0..40_000 {
+                let bits = BlockBits::new(hash(i), &sizing);
+                let mut words = [0u64; LINE_WORDS];
+                let words = &mut words[..bits.masks().len()];
+                filter.read_words(bits.first_word(), words);
+                let set = bits.masks().iter().zip(&*words).all(|(m, w)| w & m == *m);
+                assert_eq!(set, filter.contains_hash(hash(i)), "{layout:?}, item {i}");
+                assert!(bits.masks().iter().any(|&m| m != 0));
+                assert!(bits.block() < sizing.blocks);
+                if set { hits += 1 } else { misses += 1 }
+            }
+            // Every inserted hash hits; at twice the capacity a few percent of the others do.
+            assert!(
+                hits > 4000 && misses > 20_000,
+                "{layout:?}: {hits} hits, {misses} misses"
+            );
+        }
+    }
+
     #[test]
     fn block_selection_covers_the_range_without_modulo_bias() {
         assert_eq!(reduce(0, 3 << 40), 0);

@@ -104,7 +104,11 @@ impl RedisServer {
         });
         self.child = Some(child);
         let url = self.url();
-        wait_until(|| ping(&url), || self.log(), "the server to accept connections");
+        wait_until(
+            || ping(&url),
+            || self.log(),
+            "the server to accept connections",
+        );
     }
 
     /// The server's log, for a failure message.
@@ -130,7 +134,10 @@ impl RedisServer {
 
     /// A plain client connection, for checking the server from the test's side.
     pub fn client(&self) -> redis::Connection {
-        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 }
 
@@ -153,7 +160,10 @@ fn wait_until(mut ready: impl FnMut() -> bool, log: impl Fn() -> String, what: &
     let start = Instant::now();
     while !ready() {
         if start.elapsed() > START_LIMIT {
-            panic!("gave up waiting for {what} after {START_LIMIT:?}; log:\n{}", log());
+            panic!(
+                "gave up waiting for {what} after {START_LIMIT:?}; log:\n{}",
+                log()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -211,7 +221,11 @@ impl RedisCluster {
         }
         let cluster = Self { nodes, dir };
         for url in cluster.urls() {
-            wait_until(|| ping(&url), || cluster.log(), "a cluster node to accept connections");
+            wait_until(
+                || ping(&url),
+                || cluster.log(),
+                "a cluster node to accept connections",
+            );
         }
         // Assign the slots: redis-cli ships with the server (package redis-tools).
         let out = Command::new("redis-cli")
@@ -246,7 +260,10 @@ impl RedisCluster {
 
     /// `redis://127.0.0.1:PORT` of every node.
     pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|(p, _)| format!("redis://127.0.0.1:{p}")).collect()
+        self.nodes
+            .iter()
+            .map(|(p, _)| format!("redis://127.0.0.1:{p}"))
+            .collect()
     }
 
     /// The number of keys each node holds (`DBSIZE`).
@@ -254,7 +271,10 @@ impl RedisCluster {
         self.urls()
             .iter()
             .map(|url| {
-                let mut c = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+                let mut c = redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
                 redis::cmd("DBSIZE").query(&mut c).unwrap()
             })
             .collect()
@@ -276,5 +296,50 @@ impl Drop for RedisCluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Polls `ready` until it holds, failing the test (saying what it waited for) after
+/// [`START_LIMIT`]: the tests' only way to wait for another process or thread.
+pub fn wait_for(ready: impl FnMut() -> bool, what: &str) {
+    wait_until(ready, String::new, what);
+}
+
+/// The environment variable that makes a test of this binary a worker: its value is the
+/// worker's role and arguments. Without it the worker test returns at once.
+pub const WORKER: &str = "SEEN_REDIS_TEST_WORKER";
+
+/// This test binary again, running only the test `test` (a worker) with `spec` in [`WORKER`]:
+/// an OS process of its own, for tests of several processes sharing one structure. Its
+/// standard output is piped; the worker prints what the parent checks.
+pub fn worker(test: &str, spec: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
+    cmd.args([
+        "--exact",
+        test,
+        "--nocapture",
+        "--include-ignored",
+        "--test-threads",
+        "1",
+    ])
+    .env(WORKER, spec)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    cmd
+}
+
+/// A shuffle of `items` by `seed` (xorshift; the tests need orders, not quality), none if the
+/// seed is 0.
+pub fn shuffle<T>(items: &mut [T], seed: u64) {
+    if seed == 0 {
+        return;
+    }
+    let mut state = seed;
+    for i in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(i, (state % (i as u64 + 1)) as usize);
     }
 }

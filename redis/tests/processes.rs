@@ -1,0 +1,291 @@
+//! Several OS processes sharing one filter: the test binary runs itself again as workers
+//! (`common::server::worker`), each with its own connections, and the parent checks what they
+//! printed. Every promise made across processes is tested here with real processes: exactly
+//! one "new" per key among racing processes, acknowledged inserts surviving a client killed
+//! mid-batch, and a second process opening a filter another one uploaded.
+
+#[path = "common/server.rs"]
+mod server;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Child;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use seen::{AtomicBloomFilter, Layout};
+use seen_redis::{Server, SharedBloomFilter};
+use server::{RedisServer, WORKER};
+
+/// How long the parent waits for a worker's line before failing (a loaded CI machine).
+const LINE_LIMIT: Duration = Duration::from_secs(60);
+
+/// A worker process: what it does is in [`WORKER`] (`role|url|name|...`); run by the tests
+/// below, and returns at once when run by the test harness itself.
+#[test]
+fn worker() {
+    let Ok(spec) = std::env::var(WORKER) else {
+        return;
+    };
+    let args: Vec<&str> = spec.split('|').collect();
+    let server = Server::open(args[1]).unwrap();
+    let filter = SharedBloomFilter::open(&server, args[2]).unwrap();
+    let mut out = std::io::stdout().lock();
+    // The harness has printed `test worker ... ` with no newline: start the lines after it.
+    writeln!(out).unwrap();
+    match args[0] {
+        // insert|url|name|keys|order seed|batch: wait for the start signal, insert every key
+        // in the given order and batch size, print each key this process was told is new.
+        "insert" => {
+            let keys: usize = args[3].parse().unwrap();
+            let mut order: Vec<usize> = (0..keys).collect();
+            server::shuffle(&mut order, args[4].parse().unwrap());
+            let batch: usize = args[5].parse().unwrap();
+            let mut client = redis::Client::open(args[1])
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let _: u64 = redis::cmd("INCR")
+                .arg(format!("ready:{}", args[2]))
+                .query(&mut client)
+                .unwrap();
+            server::wait_for(
+                || {
+                    redis::cmd("EXISTS")
+                        .arg(format!("go:{}", args[2]))
+                        .query::<bool>(&mut client)
+                        .unwrap()
+                },
+                "the start signal",
+            );
+            let mut new = Vec::new();
+            for chunk in order.chunks(batch) {
+                new.clear();
+                filter
+                    .insert_many(
+                        chunk
+                            .iter()
+                            .map(|i| format!("race-{i}"))
+                            .collect::<Vec<_>>()
+                            .iter()
+                            .map(String::as_str),
+                        &mut new,
+                    )
+                    .unwrap();
+                for (i, &n) in chunk.iter().zip(&new) {
+                    if n {
+                        writeln!(out, "NEW {i}").unwrap();
+                    }
+                }
+            }
+            writeln!(out, "DONE").unwrap();
+        }
+        // loop|url|name|batch: insert batches of new keys until killed, printing (and
+        // flushing) `ACK b` once batch `b` has returned.
+        "loop" => {
+            let batch: usize = args[3].parse().unwrap();
+            let mut new = Vec::new();
+            for b in 0.. {
+                let keys: Vec<String> = (0..batch).map(|i| format!("b{b}-{i}")).collect();
+                new.clear();
+                filter
+                    .insert_many(keys.iter().map(String::as_str), &mut new)
+                    .unwrap();
+                writeln!(out, "ACK {b}").unwrap();
+                out.flush().unwrap();
+            }
+        }
+        // contains|url|name|items: print how many of `item-0..items` the filter holds.
+        "contains" => {
+            let items: Vec<String> = (0..args[3].parse().unwrap())
+                .map(|i: u64| format!("item-{i}"))
+                .collect();
+            let mut hits = Vec::new();
+            let found = filter
+                .contains_many(items.iter().map(String::as_str), &mut hits)
+                .unwrap();
+            writeln!(out, "FOUND {found}").unwrap();
+        }
+        other => panic!("unknown worker role {other}"),
+    }
+    out.flush().unwrap();
+}
+
+/// The lines a worker printed that start with `prefix`, without it; fails if it failed.
+fn lines(child: Child, prefix: &str) -> Vec<String> {
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "a worker failed:\n{text}");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Four processes insert the same 3000 keys at once (two in the same order, in batches of 1
+/// and 16, so that they race on the same key at the same moment; two shuffled, in batches of
+/// 50 and 200). Every key inserted before the race (the multiples of 7) is new for none, every
+/// other for exactly one process: in both layouts (on the server the line layout is exactly
+/// once too, one `BITFIELD` setting all of an item's bits). The filter is sized for a million
+/// at 1e-4 and gets 3000, so the chance that some key is a false positive (its bits all set by
+/// others, so that no process is told "new") is below 1e-5 per run (bound in `tests/bloom.rs`).
+#[test]
+fn processes_inserting_the_same_keys_are_told_new_exactly_once() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    const KEYS: usize = 3000;
+    for layout in [Layout::Word, Layout::Line] {
+        let name = format!("race-{layout:?}");
+        let filter = SharedBloomFilter::builder(&name, 1_000_000)
+            .fpr(1e-4)
+            .layout(layout)
+            .shards(4)
+            .create(&server)
+            .unwrap();
+        let before: Vec<String> = (0..KEYS).step_by(7).map(|i| format!("race-{i}")).collect();
+        let mut new = Vec::new();
+        assert_eq!(
+            filter
+                .insert_many(before.iter().map(String::as_str), &mut new)
+                .unwrap(),
+            before.len()
+        );
+        let workers: Vec<Child> = [(0, 1), (0, 16), (11, 50), (12, 200)]
+            .iter()
+            .map(|(seed, batch)| {
+                let spec = format!("insert|{}|{name}|{KEYS}|{seed}|{batch}", redis.url());
+                server::worker("worker", &spec).spawn().unwrap()
+            })
+            .collect();
+        // Start them together, once every one has connected and opened the filter.
+        let mut client = redis.client();
+        server::wait_for(
+            || {
+                redis::cmd("GET")
+                    .arg(format!("ready:{name}"))
+                    .query::<Option<usize>>(&mut client)
+                    .unwrap()
+                    == Some(workers.len())
+            },
+            "every worker to be ready",
+        );
+        let _: () = redis::cmd("SET")
+            .arg(format!("go:{name}"))
+            .arg(1)
+            .query(&mut client)
+            .unwrap();
+        let mut counts = vec![0u32; KEYS];
+        for child in workers {
+            for line in lines(child, "NEW ") {
+                counts[line.parse::<usize>().unwrap()] += 1;
+            }
+        }
+        for (i, &count) in counts.iter().enumerate() {
+            let want = u32::from(i % 7 != 0);
+            assert_eq!(
+                count, want,
+                "{layout:?}: race-{i} was new for {count} processes"
+            );
+        }
+    }
+}
+
+/// A client SIGKILLed while it inserts batches of 20,000 (so, almost surely, in the middle of
+/// one): every key of every batch it acknowledged is in the filter, a re-insert of them is
+/// "not new", and the server and the filter serve other clients as before.
+#[test]
+fn a_client_killed_mid_batch_leaves_every_acknowledged_key_in_the_filter() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let filter = SharedBloomFilter::builder("killed", 1_000_000)
+        .fpr(0.001)
+        .shards(2)
+        .create(&server)
+        .unwrap();
+    const BATCH: usize = 20_000;
+    let mut child = server::worker("worker", &format!("loop|{}|killed|{BATCH}", redis.url()))
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(b) = line.strip_prefix("ACK ") {
+                let _ = tx.send(b.parse::<usize>().unwrap());
+            }
+        }
+    });
+    // Kill it once it has acknowledged 3 batches: it is then inside the 4th.
+    let mut acked = 0;
+    while acked < 3 {
+        rx.recv_timeout(LINE_LIMIT)
+            .expect("the worker acknowledges a batch");
+        acked += 1;
+    }
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success());
+    reader.join().unwrap();
+    // Acknowledgements printed before the kill: all of them are read now.
+    acked += rx.try_iter().count();
+    let acked_keys: Vec<String> = (0..acked)
+        .flat_map(|b| (0..BATCH).map(move |i| format!("b{b}-{i}")))
+        .collect();
+    let mut hits = Vec::new();
+    assert_eq!(
+        filter
+            .contains_many(acked_keys.iter().map(String::as_str), &mut hits)
+            .unwrap(),
+        acked_keys.len(),
+        "an acknowledged key is missing after the client was killed"
+    );
+    let mut new = Vec::new();
+    assert_eq!(
+        filter
+            .insert_many(acked_keys.iter().map(String::as_str), &mut new)
+            .unwrap(),
+        0
+    );
+    // The batch it was killed in: finishing it from here makes every key present, each new
+    // at most once (some were written by the dead client).
+    let torn: Vec<String> = (0..BATCH).map(|i| format!("b{acked}-{i}")).collect();
+    new.clear();
+    let fresh = filter
+        .insert_many(torn.iter().map(String::as_str), &mut new)
+        .unwrap();
+    eprintln!("the killed batch: {} of {BATCH} keys were still new", fresh);
+    hits.clear();
+    assert_eq!(
+        filter
+            .contains_many(torn.iter().map(String::as_str), &mut hits)
+            .unwrap(),
+        BATCH
+    );
+    // Others carry on: a second process opens the filter and a new key is new.
+    let other = SharedBloomFilter::open(&Server::open(&redis.url()).unwrap(), "killed").unwrap();
+    assert!(other.insert("after the kill").unwrap());
+    assert!(filter.contains("after the kill").unwrap());
+}
+
+/// A filter uploaded by this process is opened by name in another, which finds every item of
+/// the local filter (all its bits arrived before the name became visible).
+#[test]
+fn a_second_process_opens_an_uploaded_filter_with_every_item() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    for layout in [Layout::Word, Layout::Line] {
+        let local = AtomicBloomFilter::builder(5000)
+            .fpr(0.01)
+            .layout(layout)
+            .build()
+            .unwrap();
+        for i in 0..5000u64 {
+            local.insert(&format!("item-{i}"));
+        }
+        let name = format!("uploaded-{layout:?}");
+        SharedBloomFilter::upload(&server, &name, &local).unwrap();
+        let child = server::worker("worker", &format!("contains|{}|{name}|5000", redis.url()))
+            .spawn()
+            .unwrap();
+        assert_eq!(lines(child, "FOUND "), ["5000"], "{layout:?}");
+    }
+}

@@ -5,6 +5,9 @@
 //!
 //! - [`SharedBloomFilter`]: the [`seen::AtomicBloomFilter`] block for block, exactly-once
 //!   inserts, batches of one or two round trips, upload and download of a local filter.
+//! - [`SharedWindowedFilter`]: the last `n` periods, as a [`seen::WindowedBloomFilter`] with an
+//!   aligned rotation: one key per generation that expires on its own, lookups in one round
+//!   trip, exactly-once inserts across clients whose clocks straddle a period boundary.
 //!
 //! Every structure has a blocking API and the same methods with `_async` on tokio; errors are
 //! typed ([`Error`]) and name the key.
@@ -14,7 +17,9 @@ mod error;
 mod meta;
 mod names;
 mod server;
+mod windowed;
 
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
 pub use server::{DEFAULT_TIMEOUT, Server};
+pub use windowed::{SharedWindowBuilder, SharedWindowedFilter};

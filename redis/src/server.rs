@@ -79,6 +79,9 @@ pub(crate) struct Batch {
     cmds: Vec<Cmd>,
     keys: Vec<usize>,
     names: Vec<String>,
+    /// Per script pushed by [`push_script`](Batch::push_script): its command's index and the
+    /// same invocation as `EVAL` (the script's text), for a server that answers `NOSCRIPT`.
+    evals: Vec<(usize, Cmd)>,
 }
 
 impl Batch {
@@ -99,6 +102,60 @@ impl Batch {
 
     pub(crate) fn len(&self) -> usize {
         self.cmds.len()
+    }
+
+    /// Appends an invocation of `script` (whose text is `code`) on `keys` (all in one slot;
+    /// the first is the one [`key`](Self::key) returned as `key`) with `args`, as `EVALSHA`. A
+    /// server that does not have the script cached (restarted, `SCRIPT FLUSH`, a failover)
+    /// answers `NOSCRIPT` without running it; [`Server::run`] then sends that command again as
+    /// `EVAL`, which runs it and caches it. A cluster gets the `EVAL` at once: the cluster
+    /// client's blocking pipeline cannot return the other commands' replies around an error
+    /// reply, so a `NOSCRIPT` there would leave the batch's other scripts unanswered.
+    pub(crate) fn push_script(
+        &mut self,
+        key: usize,
+        (script, code): (&redis::Script, &str),
+        keys: &[&str],
+        args: &[Vec<u8>],
+    ) {
+        let invocation = |name: &str, body: &str| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(body).arg(keys.len());
+            for key in keys {
+                cmd.arg(*key);
+            }
+            for arg in args {
+                cmd.arg(arg.as_slice());
+            }
+            cmd
+        };
+        self.evals.push((self.cmds.len(), invocation("EVAL", code)));
+        self.push(key, invocation("EVALSHA", script.get_hash()));
+    }
+
+    /// Command `i` as a cluster sends it: a script as `EVAL`, anything else as pushed.
+    fn cluster_cmd(&self, i: usize) -> &Cmd {
+        match self.evals.binary_search_by_key(&i, |(at, _)| *at) {
+            Ok(j) => &self.evals[j].1,
+            Err(_) => &self.cmds[i],
+        }
+    }
+
+    /// The scripts of `replies` answered `NOSCRIPT`, as a batch of their `EVAL`s, and where
+    /// their replies go; `None` if there is none.
+    fn noscript(&self, replies: &[Value]) -> Option<(Batch, Vec<usize>)> {
+        let mut again = Batch::default();
+        let mut at = Vec::new();
+        for (i, eval) in &self.evals {
+            if let Some(Value::ServerError(err)) = replies.get(*i)
+                && err.code() == "NOSCRIPT"
+            {
+                let k = again.key(&self.names[self.keys[*i]]);
+                again.push(k, eval.clone());
+                at.push(*i);
+            }
+        }
+        (!at.is_empty()).then_some((again, at))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -210,7 +267,11 @@ impl Server {
         }
         let mut batch = Batch::default();
         let key = batch.key("(PING)");
-        batch.push(key, redis::cmd("PING"));
+        // Not `PING`: the cluster client refuses it in a pipeline. `EXISTS` of a key that is
+        // never written answers on any server and routes in a cluster.
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg("seen:(ping)");
+        batch.push(key, cmd);
         self.run(&batch).map(drop)
     }
 
@@ -255,16 +316,23 @@ impl Server {
             }
             SyncConnection::Cluster(conn) => {
                 let mut pipe = redis::cluster::ClusterPipeline::with_capacity(batch.len());
-                for cmd in &batch.cmds {
-                    pipe.add_command(cmd.clone());
+                for i in 0..batch.len() {
+                    pipe.add_command(batch.cluster_cmd(i).clone());
                 }
                 pipe.query::<Vec<Value>>(conn)
             }
         };
         match replies {
-            Ok(replies) => {
+            Ok(mut replies) => {
                 // A connection whose replies all arrived is in step: keep it.
                 self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+                if replies.len() == batch.len()
+                    && let Some((again, at)) = batch.noscript(&replies)
+                {
+                    for (i, reply) in at.into_iter().zip(self.run(&again)?) {
+                        replies[i] = reply;
+                    }
+                }
                 batch.check(replies)
             }
             // Dropped: after a failure mid-pipeline, replies still in flight would be read as
@@ -331,9 +399,9 @@ impl Server {
                 for key in 0..batch.names.len() {
                     let mut pipe = redis::Pipeline::new();
                     let mut at = Vec::new();
-                    for (i, cmd) in batch.cmds.iter().enumerate() {
+                    for i in 0..batch.len() {
                         if batch.keys[i] == key {
-                            pipe.add_command(cmd.clone());
+                            pipe.add_command(batch.cluster_cmd(i).clone());
                             at.push(i);
                         }
                     }
@@ -363,7 +431,17 @@ impl Server {
             }
         };
         match replies {
-            Ok(replies) => batch.check(replies),
+            Ok(mut replies) => {
+                if replies.len() == batch.len()
+                    && let Some((again, at)) = batch.noscript(&replies)
+                {
+                    let again = Box::pin(self.run_async(&again)).await?;
+                    for (i, reply) in at.into_iter().zip(again) {
+                        replies[i] = reply;
+                    }
+                }
+                batch.check(replies)
+            }
             Err(err) => {
                 // Open a new connection for the next request (the server may have restarted).
                 *self.inner.shared.lock().await = None;

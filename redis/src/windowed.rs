@@ -1,0 +1,1330 @@
+//! [`SharedWindowedFilter`]: the last `n` periods of items in a server, one string key per
+//! generation that expires on its own, with the window semantics of the local
+//! [`WindowedBloomFilter`](seen::WindowedBloomFilter) built with
+//! [`periods(n)`](seen::builder::BloomBuilder::periods) and
+//! [`rotate_every_aligned(period)`](seen::builder::BloomBuilder::rotate_every_aligned).
+//!
+//! The design and the atomicity argument of each step are in [`SharedWindowedFilter`]'s docs
+//! (so that they are rendered).
+
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use seen::clock::Clock;
+use seen::hash::{Hash128, ItemHasher, StableHasher};
+use seen::sizing::{BlockedSizing, MAX_GENERATIONS, blocked, window};
+use seen::{BlockBits, Layout};
+
+use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
+use crate::meta::{self, Meta};
+use crate::server::Batch;
+use crate::{Error, Server, names};
+
+/// At most this many `GET`s in one `BITFIELD_RO` of a read.
+const MAX_FIELDS: usize = 512;
+
+/// At most this many items per script call: each call holds the server for its run, so a
+/// large batch is cut into calls of a few hundred microseconds (still one pipeline).
+const ITEMS_PER_SCRIPT: usize = 256;
+
+/// How often a handle on the server's time reads `TIME` again, so that its monotonic clock's
+/// drift stays far below a round trip.
+const RESYNC: Duration = Duration::from_secs(600);
+
+/// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours;
+/// `ARGV[1]` the expiry in milliseconds; then per item, per key in order, a count and that
+/// many bit offsets (the item's bits that the read found unset in that key). Returns one
+/// integer per item: 1 if new. Its atomicity argument is in the module docs.
+const INSERT_SCRIPT: &str = r"
+local present = {}
+for k = 2, #KEYS do present[k] = redis.call('EXISTS', KEYS[k]) == 1 end
+local out = {}
+local i = 2
+while i <= #ARGV do
+  local found = false
+  local sets = {}
+  for k = 1, #KEYS do
+    local c = tonumber(ARGV[i])
+    i = i + 1
+    if k == 1 then
+      for j = 0, c - 1 do
+        local n = #sets
+        sets[n + 1] = 'SET'; sets[n + 2] = 'u1'; sets[n + 3] = ARGV[i + j]; sets[n + 4] = 1
+      end
+    elseif present[k] and not found then
+      local gets = {}
+      for j = 0, c - 1 do
+        local n = #gets
+        gets[n + 1] = 'GET'; gets[n + 2] = 'u1'; gets[n + 3] = ARGV[i + j]
+      end
+      found = true
+      for _, bit in ipairs(redis.call('BITFIELD_RO', KEYS[k], unpack(gets))) do
+        if bit == 0 then found = false; break end
+      end
+    end
+    i = i + c
+  end
+  local new = 0
+  if not found then
+    for _, bit in ipairs(redis.call('BITFIELD', KEYS[1], unpack(sets))) do
+      if bit == 0 then new = 1; break end
+    end
+  end
+  out[#out + 1] = new
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return out
+";
+
+/// The server's time, read on the description's key's node.
+const TIME_SCRIPT: &str = "return redis.call('TIME')";
+
+/// A Bloom filter of the last `n` periods that every process and machine opening it by name
+/// shares: the window semantics of a local [`WindowedBloomFilter`](seen::WindowedBloomFilter)
+/// with [`periods(n)`](seen::builder::BloomBuilder::periods) and an aligned rotation, kept in
+/// a Redis or Valkey server (or cluster) as one string key per generation that expires on its
+/// own.
+///
+/// # Guarantees
+///
+/// With `P` the period and `n` the periods (`n + 1` live generations):
+///
+/// - **Window**: an item that `insert` reported new is found by every lookup and insert for
+///   at least `n · P` after that insert (until the end of the `n`-th period after the one it
+///   came in), and by none more than `(n + 1) · P` after it (but for a false positive). So a
+///   repeat within `n · P` is always caught, and one more than `(n + 1) · P` later always
+///   passes: the command's `--window W --period P` with `n = W / P`. An insert that returns
+///   `false` does not renew the item (first-seen window).
+/// - **Exactly once**: among any number of clients inserting the same new item at once,
+///   exactly one is told `true`, also across a period boundary where their clocks put them
+///   one generation apart (for `n >= 1`; the argument is
+///   [below](#the-protocol-and-why-each-step-is-atomic-enough)).
+/// - **Errors answer nothing**: a batch that fails returns an [`Error`] and no answer for any
+///   of its items; retrying is safe.
+/// - **Round trips**: a lookup or a batch of lookups, one; an insert or a batch of inserts,
+///   two (the second only for items the first did not find); plus one `TIME` every 10
+///   minutes on the server's time.
+/// - **False positives**: at most the target rate over the whole window when every
+///   generation holds its capacity.
+///
+/// # Time and generations
+///
+/// Generation `g` is the period `[g·P, (g+1)·P)` of time since the Unix epoch (`P` the period),
+/// as [`Rotation::EveryAligned`](seen::builder::Rotation::EveryAligned) rotates: a client at
+/// time `t` is in generation `floor(t / P)`, and the live generations are `g - n ..= g`. The
+/// time is the server's: `TIME` (read by a script on the description's key, so every client
+/// asks the same server) once at open and again every 10 minutes, carried in between by the
+/// local monotonic clock, half a round trip being the error. Clients therefore agree within a
+/// round trip or so, and around a boundary two clients may be one generation apart: the
+/// protocol below is exactly-once across such a difference (with `n >= 1`). A clock given with
+/// [`clock`](SharedWindowBuilder::clock) or [`with_clock`](SharedWindowedFilter::with_clock)
+/// replaces the server's time (a [`ManualClock`](seen::clock::ManualClock) in tests, event
+/// times in a replay).
+///
+/// # Where the bits are
+///
+/// Each generation is a blocked Bloom filter ([`seen::sizing::blocked`]) for one period's
+/// items, at the rate that makes the `n + 1` live generations together meet the window's rate:
+/// for the word layout exactly [`seen::sizing::window`]'s generation, so an item has the same
+/// block and bits here as in the local filter. Its blocks are cut into `shards` runs, and
+/// generation `g` of shard `s` is the string key `seen:{NAME:s}:gG`: all generations of a
+/// shard share the hash tag `{NAME:s}`, so they are in one Cluster slot and one script reaches
+/// them all. The bits within a key are [`SharedBloomFilter`](crate::SharedBloomFilter)'s: the
+/// crate's bit `b` of word `w` is the string's bit `64·w + 63 - b`, so `GET i64 64·w` reads the
+/// word whole. A key is created by its first write and carries an expiry
+/// (`PEXPIRE`, refreshed by every write to it) at the end of the last period in which it is
+/// live, `(g + n + 1)·P`, plus one period for clients whose clock lags: the server forgets old
+/// generations by itself, and nothing ever rotates or clears.
+///
+/// # The protocol, and why each step is atomic enough
+///
+/// - **Lookup** (one round trip): `EXISTS` of the description (a destroyed filter is an
+///   error, never an empty one) and, per shard touched and per generation `g - n ..= g + 1`,
+///   one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an item. A missing key
+///   reads as zeros: an expired generation is empty. (`g + 1` exists only if a client whose
+///   clock is ahead wrote into it; its items are in that client's window and will be in
+///   ours.) Each command reads a consistent value, and bits are only ever set: an item is
+///   reported if one generation has all its bits.
+/// - **Insert** (two round trips, the second only for items the read did not find):
+///   1. the lookup's read; an item found in a live generation is "not new", and nothing is
+///      written: an insert that returns `false` does not renew the item, so the window counts
+///      from the insert that let it through (as locally);
+///   2. per shard, one script (`EVALSHA`, or `EVAL` after `NOSCRIPT`) over the shard's keys of
+///      generations `g`, `g - 1` (if `n >= 1`) and `g + 1`, for up to 256 items, each with the
+///      bits the read found unset in each of those keys. For each item in turn, it reads the
+///      unset bits in `g - 1` and `g + 1` (`BITFIELD_RO ... GET u1`: one bit per field, so no
+///      64-bit value passes through Lua's doubles); if one of them now has them all, the item
+///      is "not new" and nothing is written; otherwise one `BITFIELD ... SET u1` sets the
+///      unset bits in `g` and returns their old values, and the item is new if one was 0.
+///      Then `PEXPIRE` of `g`'s key. A script runs atomically: no other command on the server
+///      runs between its reads and its write.
+///
+///   Exactly one of any number of racing inserts of one new item is told "new", when the
+///   racers' generations differ by at most one and `n >= 1`: every write of the item's bits is
+///   such a script on its shard's slot, so the scripts run one after another. The first one
+///   that answers "new" leaves all the item's bits set in its generation `h`. A later script
+///   from a client in generation `h` finds them set (the bits it sends include every bit
+///   still unset, since bits are only set), and one in `h ± 1` reads them in `h`, its `g ∓ 1`:
+///   both answer "not new", and so does every later read, which covers `h`. A racer's read
+///   that finds nothing means no script had completed the item in a generation the read
+///   covers, and the first script then finds it in neither neighbour and sets a bit of it
+///   (unless it is a false positive, as locally): at least one "new". Reading only `g ± 1` in
+///   the script is enough because a client one generation apart writes only there; the older
+///   live generations are not written by anyone, and the read of step 1 covered them. With
+///   `n = 0` the previous generation is not in the window, so two clients one generation
+///   apart can both be told "new" (each is right in its own window).
+/// - A batch sends every shard's commands in one pipeline (a cluster client splits it by
+///   node), so a batch of any size is one or two round trips; items repeated in a batch are
+///   new once, at their first place (the scripts run in order).
+///
+/// What a failover can lose: replication is asynchronous, so bits acknowledged by a primary
+/// that fails before its replicas copy them are lost (`WAIT` after a batch is the lever); a
+/// new primary whose script cache is empty answers `NOSCRIPT`, and the batch sends the script
+/// again.
+///
+/// # Examples
+///
+/// ```no_run
+/// use seen_redis::{Server, SharedWindowedFilter};
+/// use std::time::Duration;
+/// let server = Server::open("redis://127.0.0.1:6379")?;
+/// // The last 7 days (and today), a million new ids a day, 1% false positives over the window.
+/// let seen = SharedWindowedFilter::builder("events", 1_000_000)
+///     .periods(7)
+///     .period(Duration::from_secs(86_400))
+///     .create(&server)?;
+/// assert!(seen.insert("event-1")?);
+/// assert!(!seen.insert("event-1")?); // a repeat within the window, from any process
+/// # Ok::<(), seen_redis::Error>(())
+/// ```
+pub struct SharedWindowedFilter {
+    server: Server,
+    name: String,
+    generation: BlockedSizing,
+    fpr: f64,
+    periods: u32,
+    period_ns: u64,
+    shards: u32,
+    hasher: StableHasher,
+    blocks_per_shard: u64,
+    time: Time,
+    script: redis::Script,
+}
+
+/// Where a handle takes the time from.
+enum Time {
+    /// The server's `TIME`, carried by the monotonic clock since it was read.
+    Server(Mutex<Synced>),
+    /// A clock the caller gave.
+    Clock(Arc<dyn Clock>),
+}
+
+/// A reading of the server's time: what it said, and the local instant it said it at.
+#[derive(Clone, Copy)]
+struct Synced {
+    server: Duration,
+    at: Instant,
+}
+
+impl std::fmt::Debug for SharedWindowedFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWindowedFilter")
+            .field("name", &self.name)
+            .field("generation", &self.generation)
+            .field("fpr", &self.fpr)
+            .field("periods", &self.periods)
+            .field("period", &self.period())
+            .field("shards", &self.shards)
+            .field(
+                "time",
+                &match self.time {
+                    Time::Server(_) => "server",
+                    Time::Clock(_) => "clock",
+                },
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The parameters of a [`SharedWindowedFilter`] to create: [`SharedWindowedFilter::builder`].
+#[derive(Clone)]
+pub struct SharedWindowBuilder {
+    name: String,
+    capacity: u64,
+    fpr: f64,
+    periods: u32,
+    period: Duration,
+    layout: Layout,
+    shards: Option<u32>,
+    seed: u64,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl std::fmt::Debug for SharedWindowBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWindowBuilder")
+            .field("name", &self.name)
+            .field("capacity", &self.capacity)
+            .field("fpr", &self.fpr)
+            .field("periods", &self.periods)
+            .field("period", &self.period)
+            .field("layout", &self.layout)
+            .field("shards", &self.shards)
+            .field("seed", &self.seed)
+            .field("clock", &self.clock.is_some())
+            .finish()
+    }
+}
+
+/// The parameters a filter is made of, checked and sized.
+struct Params {
+    generation: BlockedSizing,
+    fpr: f64,
+    periods: u32,
+    period_ns: u64,
+    shards: u32,
+    seed: u64,
+}
+
+impl SharedWindowBuilder {
+    /// The target false-positive rate of a lookup over the whole window when every
+    /// generation holds its capacity (default 0.01).
+    pub fn fpr(mut self, fpr: f64) -> Self {
+        self.fpr = fpr;
+        self
+    }
+
+    /// The window: remember every item for at least `periods` full periods after the insert
+    /// that reported it new, at most `periods + 1` (0 to 62; default 6): `periods + 1` live
+    /// generations.
+    pub fn periods(mut self, periods: u32) -> Self {
+        self.periods = periods;
+        self
+    }
+
+    /// The period, at whose multiples since the Unix epoch a new generation starts (default a
+    /// day: midnight UTC). At least a millisecond (expiries are in milliseconds).
+    pub fn period(mut self, period: Duration) -> Self {
+        self.period = period;
+        self
+    }
+
+    /// The layout of each generation (default [`Layout::Word`], the local windowed filter's:
+    /// the same bits as it). [`Layout::Line`] allows lower rates; on the server its inserts
+    /// are exactly-once too (one command sets all of an item's bits).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The number of shards each generation is cut into (default: one per 64 MiB of a
+    /// generation, at least one), each a key of its own; raised if a shard would pass 512 MiB.
+    pub fn shards(mut self, shards: u32) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// The hasher's seed (default 0, the local filters' default).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Takes the time from `clock` instead of the server (see
+    /// [`with_clock`](SharedWindowedFilter::with_clock)).
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    fn params(&self) -> Result<Params, Error> {
+        let generation = generation_sizing(self.capacity, self.periods, self.fpr, self.layout)?;
+        let period_ns = period_nanos(self.period)?;
+        let block_bytes = u64::from(self.layout.block_bits() / 8);
+        let bytes = generation.blocks * block_bytes;
+        let least = bytes.div_ceil(MAX_SHARD_BYTES);
+        let shards = match self.shards {
+            Some(asked) => u64::from(asked).max(least),
+            None => bytes.div_ceil(DEFAULT_SHARD_BYTES).max(1),
+        }
+        .min(generation.blocks);
+        Ok(Params {
+            generation,
+            fpr: self.fpr,
+            periods: self.periods,
+            period_ns,
+            shards: u32::try_from(shards).unwrap_or(u32::MAX),
+            seed: self.seed,
+        })
+    }
+
+    /// Creates the filter on `server`, or opens it if a filter of this name with the same
+    /// parameters exists (so every process of a service can run the same line). Reads the
+    /// server's time unless a [`clock`](Self::clock) was given. Writes only the description:
+    /// each generation's key is created by its first insert.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] if the name holds a structure with other parameters (naming the
+    /// first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate outside
+    /// (0, 1), more than 62 periods, a period under a millisecond); [`Error::InvalidName`];
+    /// the server's errors.
+    pub fn create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+        let params = self.params()?;
+        meta::create(server, &self.name, &describe(&params))?;
+        let time = match &self.clock {
+            Some(clock) => Time::Clock(clock.clone()),
+            None => Time::Server(Mutex::new(server_time(server, &self.name)?)),
+        };
+        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
+    }
+
+    /// [`create`](Self::create), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create).
+    pub async fn create_async(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+        let params = self.params()?;
+        meta::create_async(server, &self.name, &describe(&params)).await?;
+        let time = match &self.clock {
+            Some(clock) => Time::Clock(clock.clone()),
+            None => Time::Server(Mutex::new(server_time_async(server, &self.name).await?)),
+        };
+        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
+    }
+}
+
+/// One generation's sizing: for the word layout [`window`]'s, the local filter's; for the
+/// line layout a line filter at the same per-generation rate.
+fn generation_sizing(
+    capacity: u64,
+    periods: u32,
+    fpr: f64,
+    layout: Layout,
+) -> Result<BlockedSizing, Error> {
+    if periods >= MAX_GENERATIONS {
+        return Err(seen::Error::InvalidParameter("periods must be between 0 and 62").into());
+    }
+    let generations = periods + 1;
+    Ok(match layout {
+        Layout::Line => blocked(capacity, generation_fpr(fpr, generations), Layout::Line)?,
+        _ => window(capacity, generations, fpr)?.generation,
+    })
+}
+
+/// The rate each of `generations` generations is sized for so that a lookup over all of them
+/// meets `fpr`: `1 - (1 - fpr)^(1/G)`, computed as [`window`] does
+/// (its `generation_fpr`, checked equal by a test).
+fn generation_fpr(fpr: f64, generations: u32) -> f64 {
+    -((-fpr).ln_1p() / f64::from(generations)).exp_m1()
+}
+
+/// The period in nanoseconds, checked: at least a millisecond, at most 2^64 - 1 ns.
+fn period_nanos(period: Duration) -> Result<u64, Error> {
+    if period < Duration::from_millis(1) {
+        return Err(seen::Error::InvalidParameter("the period must be at least 1 ms").into());
+    }
+    u64::try_from(period.as_nanos()).map_err(|_| {
+        seen::Error::InvalidParameter("the period must be at most 2^64 - 1 ns (584 years)").into()
+    })
+}
+
+/// The description of a filter.
+fn describe(params: &Params) -> Meta {
+    let sizing = &params.generation;
+    Meta::new("window")
+        .with(
+            "layout",
+            match sizing.layout {
+                Layout::Line => "line",
+                _ => "word",
+            },
+        )
+        .with("capacity", sizing.capacity)
+        .with("fpr", format!("{:?}", params.fpr))
+        .with("periods", params.periods)
+        .with("period_ns", params.period_ns)
+        .with("blocks", sizing.blocks)
+        .with("hashes", sizing.hashes)
+        .with("shards", params.shards)
+        .with(
+            "hasher",
+            StableHasher::new()
+                .identity()
+                .map(|i| i.name().to_owned())
+                .unwrap_or_default(),
+        )
+        .with("seed", params.seed)
+}
+
+/// The request that reads the server's time (on the description's node).
+fn time_batch(name: &str) -> Batch {
+    let mut batch = Batch::default();
+    let key = names::meta(name);
+    let k = batch.key(&key);
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(TIME_SCRIPT).arg(1).arg(&key);
+    batch.push(k, cmd);
+    batch
+}
+
+/// The reading of `TIME`'s reply, placed at the middle of the round trip.
+fn after_time(name: &str, sent: Instant, replies: &[Value]) -> Result<Synced, Error> {
+    let got = Instant::now();
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok()),
+        Value::Int(i) => u64::try_from(*i).ok(),
+        _ => None,
+    };
+    let parsed = match replies.first() {
+        Some(Value::Array(parts)) if parts.len() == 2 => number(&parts[0]).zip(number(&parts[1])),
+        _ => None,
+    };
+    let Some((secs, micros)) = parsed else {
+        return Err(Error::corrupt(
+            &names::meta(name),
+            format!("TIME answered {replies:?}"),
+        ));
+    };
+    Ok(Synced {
+        server: Duration::from_secs(secs) + Duration::from_micros(micros),
+        at: sent + (got - sent) / 2,
+    })
+}
+
+fn server_time(server: &Server, name: &str) -> Result<Synced, Error> {
+    let sent = Instant::now();
+    after_time(name, sent, &server.run(&time_batch(name))?)
+}
+
+async fn server_time_async(server: &Server, name: &str) -> Result<Synced, Error> {
+    let sent = Instant::now();
+    after_time(name, sent, &server.run_async(&time_batch(name)).await?)
+}
+
+/// Where one item's bits are.
+struct Located {
+    shard: usize,
+    /// The index of the block's first word in its shard.
+    word: u64,
+    bits: BlockBits,
+}
+
+/// A moment of the filter: the generation and the time it was computed from.
+#[derive(Clone, Copy)]
+struct Now {
+    generation: u64,
+    nanos: u128,
+}
+
+/// The read of a batch.
+struct Read {
+    /// The first generation read (the reads cover `first ..= now + 1`).
+    first: u64,
+    /// Per item, per word of its block with a bit: (shard's command index for generation
+    /// `first`, the stride between generations' commands, position in the reply).
+    at: Vec<Vec<(usize, usize, usize)>>,
+}
+
+/// What the read found of one item: per generation read, its words.
+type Words = Vec<[u64; 8]>;
+
+impl SharedWindowedFilter {
+    /// The parameters of a filter called `name` to create or open: `capacity_per_period` new
+    /// items per period at the default rate (0.01 over the window), 6 periods, a period of a
+    /// day, [`Layout::Word`], the server's time.
+    pub fn builder(name: &str, capacity_per_period: u64) -> SharedWindowBuilder {
+        SharedWindowBuilder {
+            name: name.to_owned(),
+            capacity: capacity_per_period,
+            fpr: 0.01,
+            periods: 6,
+            period: Duration::from_secs(86_400),
+            layout: Layout::Word,
+            shards: None,
+            seed: 0,
+            clock: None,
+        }
+    }
+
+    /// Opens the filter called `name`, with the parameters it was created with, on the
+    /// server's time.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] if there is none; [`Error::Mismatch`] if `name` holds another kind
+    /// of structure; [`Error::Corrupt`] if its description is not this crate's.
+    pub fn open(server: &Server, name: &str) -> Result<Self, Error> {
+        let stored = meta::open(server, name, &Self::like())?;
+        let params = Self::from_meta(name, &stored)?;
+        let time = Time::Server(Mutex::new(server_time(server, name)?));
+        Ok(Self::new(server, name, params, time))
+    }
+
+    /// [`open`](Self::open), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub async fn open_async(server: &Server, name: &str) -> Result<Self, Error> {
+        let stored = meta::open_async(server, name, &Self::like()).await?;
+        let params = Self::from_meta(name, &stored)?;
+        let time = Time::Server(Mutex::new(server_time_async(server, name).await?));
+        Ok(Self::new(server, name, params, time))
+    }
+
+    /// The fields of a description, for reading one.
+    fn like() -> Meta {
+        let builder = Self::builder("like", 1);
+        describe(&builder.params().expect("valid defaults"))
+    }
+
+    fn from_meta(name: &str, stored: &Meta) -> Result<Params, Error> {
+        let layout = match stored.get::<String>(name, "layout")?.as_str() {
+            "word" => Layout::Word,
+            "line" => Layout::Line,
+            other => {
+                return Err(Error::corrupt(
+                    &names::meta(name),
+                    format!("layout {other}"),
+                ));
+            }
+        };
+        let capacity = stored.get(name, "capacity")?;
+        let fpr = stored.get(name, "fpr")?;
+        let periods = stored.get(name, "periods")?;
+        let period_ns: u64 = stored.get(name, "period_ns")?;
+        let shards: u32 = stored.get(name, "shards")?;
+        let seed = stored.get(name, "seed")?;
+        let generation = generation_sizing(capacity, periods, fpr, layout)?;
+        if period_ns < 1_000_000 || shards == 0 || u64::from(shards) > generation.blocks {
+            return Err(Error::corrupt(
+                &names::meta(name),
+                format!("period {period_ns} ns, {shards} shards"),
+            ));
+        }
+        let params = Params {
+            generation,
+            fpr,
+            periods,
+            period_ns,
+            shards,
+            seed,
+        };
+        // The stored description must be the one this version computes for these parameters:
+        // another sizing would put items at other bits.
+        let expected = describe(&params);
+        if &expected != stored {
+            let (field, have, want) = expected
+                .fields
+                .iter()
+                .zip(&stored.fields)
+                .find(|(a, b)| a != b)
+                .map(|((f, want), (_, have))| (*f, have.clone(), want.clone()))
+                .unwrap_or(("fields", String::new(), String::new()));
+            return Err(Error::Mismatch {
+                name: name.to_owned(),
+                field,
+                stored: have,
+                requested: want,
+            });
+        }
+        Ok(params)
+    }
+
+    fn new(server: &Server, name: &str, params: Params, time: Time) -> Self {
+        Self {
+            server: server.clone(),
+            name: name.to_owned(),
+            blocks_per_shard: params.generation.blocks.div_ceil(u64::from(params.shards)),
+            generation: params.generation,
+            fpr: params.fpr,
+            periods: params.periods,
+            period_ns: params.period_ns,
+            shards: params.shards,
+            hasher: StableHasher::with_seed(params.seed),
+            time,
+            script: redis::Script::new(INSERT_SCRIPT),
+        }
+    }
+
+    /// This handle taking the time from `clock` instead of the server's `TIME`: a
+    /// [`ManualClock`](seen::clock::ManualClock) in tests and simulations, or a clock of event
+    /// times. Every handle of one filter must then agree on the time within a period (the
+    /// generations of their inserts at most one apart) for the guarantees to hold.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use seen::clock::ManualClock;
+    /// use seen_redis::{Server, SharedWindowedFilter};
+    /// use std::time::Duration;
+    /// let server = Server::open("redis://127.0.0.1:6379")?;
+    /// let hour = Duration::from_secs(3600);
+    /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
+    /// let f = SharedWindowedFilter::builder("w", 1000).periods(2).period(hour).create(&server)?;
+    /// let f = f.with_clock(clock.clone());
+    /// assert!(f.insert("a")?);
+    /// clock.advance(2 * hour);
+    /// assert!(f.contains("a")?); // 2 periods later: in the window
+    /// clock.advance(hour);
+    /// assert!(!f.contains("a")?); // 3 periods later: forgotten (but for a false positive)
+    /// # Ok::<(), seen_redis::Error>(())
+    /// ```
+    pub fn with_clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.time = Time::Clock(Arc::new(clock));
+        self
+    }
+
+    /// The filter's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One generation's sizing: its capacity (items per period), rate, layout, bits and `k`;
+    /// for the word layout, [`seen::sizing::window`]'s `generation`.
+    pub fn sizing(&self) -> BlockedSizing {
+        self.generation
+    }
+
+    /// The target false-positive rate over the whole window.
+    pub fn fpr(&self) -> f64 {
+        self.fpr
+    }
+
+    /// The full periods every item is remembered for, `n`.
+    pub fn periods(&self) -> u32 {
+        self.periods
+    }
+
+    /// The live generations a lookup checks, `n + 1`.
+    pub fn generations(&self) -> u32 {
+        self.periods + 1
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        Duration::from_nanos(self.period_ns)
+    }
+
+    /// The number of shards each generation is cut into.
+    pub fn shards(&self) -> u32 {
+        self.shards
+    }
+
+    /// The hasher: the local filters' default [`StableHasher`], with the filter's seed.
+    pub fn hasher(&self) -> &StableHasher {
+        &self.hasher
+    }
+
+    /// The key of generation `generation` of shard `shard`: `seen:{NAME:SHARD}:gGENERATION`.
+    pub fn key(&self, shard: u32, generation: u64) -> String {
+        names::shard(&self.name, shard, &format!("g{generation}"))
+    }
+
+    /// The current generation by this handle's time: the time since the Unix epoch divided by
+    /// the period.
+    ///
+    /// # Errors
+    ///
+    /// The server's errors, when it is time to read `TIME` again.
+    pub fn generation(&self) -> Result<u64, Error> {
+        Ok(self.now()?.generation)
+    }
+
+    fn moment(&self, time: Duration) -> Now {
+        let nanos = time.as_nanos();
+        Now {
+            generation: u64::try_from(nanos / u128::from(self.period_ns)).unwrap_or(u64::MAX),
+            nanos,
+        }
+    }
+
+    /// The time now, or `None` if the server's time must be read again first.
+    fn cached_now(&self) -> Option<Now> {
+        match &self.time {
+            Time::Clock(clock) => Some(self.moment(clock.now())),
+            Time::Server(synced) => {
+                let synced = *synced.lock().unwrap_or_else(|e| e.into_inner());
+                let elapsed = synced.at.elapsed();
+                (elapsed < RESYNC).then(|| self.moment(synced.server + elapsed))
+            }
+        }
+    }
+
+    fn store_sync(&self, fresh: Synced) -> Now {
+        if let Time::Server(synced) = &self.time {
+            *synced.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        }
+        self.moment(fresh.server + fresh.at.elapsed())
+    }
+
+    fn now(&self) -> Result<Now, Error> {
+        match self.cached_now() {
+            Some(now) => Ok(now),
+            None => Ok(self.store_sync(server_time(&self.server, &self.name)?)),
+        }
+    }
+
+    async fn now_async(&self) -> Result<Now, Error> {
+        match self.cached_now() {
+            Some(now) => Ok(now),
+            None => Ok(self.store_sync(server_time_async(&self.server, &self.name).await?)),
+        }
+    }
+
+    fn words_per_block(&self) -> u64 {
+        u64::from(self.generation.layout.block_bits() / 64)
+    }
+
+    fn locate(&self, hash: Hash128) -> Located {
+        let bits = BlockBits::new(hash, &self.generation);
+        let shard = bits.block() / self.blocks_per_shard;
+        let word = (bits.block() - shard * self.blocks_per_shard) * self.words_per_block();
+        Located {
+            shard: shard as usize,
+            word,
+            bits,
+        }
+    }
+
+    /// The read of `items` at `now`: `EXISTS` of the description, then per shard touched and
+    /// per generation `now - n ..= now + 1`, `BITFIELD_RO ... GET i64` of the items' words.
+    fn read_batch(&self, items: &[Located], now: Now) -> (Batch, Read) {
+        let first = now.generation.saturating_sub(u64::from(self.periods));
+        let generations = (now.generation + 2 - first) as usize;
+        // Per shard, the word offsets to read (the same in every generation).
+        let mut offsets: Vec<Vec<u64>> = vec![Vec::new(); self.shards as usize];
+        let mut places = Vec::with_capacity(items.len());
+        for item in items {
+            let mine: Vec<usize> = item
+                .bits
+                .masks()
+                .iter()
+                .enumerate()
+                .filter(|(_, mask)| **mask != 0)
+                .map(|(j, _)| {
+                    let list = &mut offsets[item.shard];
+                    list.push((item.word + j as u64) * 64);
+                    list.len() - 1
+                })
+                .collect();
+            places.push(mine);
+        }
+        let mut batch = Batch::default();
+        let meta = names::meta(&self.name);
+        let k = batch.key(&meta);
+        batch.push(k, {
+            let mut c = redis::cmd("EXISTS");
+            c.arg(&meta);
+            c
+        });
+        let mut first_cmd = vec![0; self.shards as usize];
+        for (s, list) in offsets.iter().enumerate() {
+            if list.is_empty() {
+                continue;
+            }
+            first_cmd[s] = batch.len();
+            for g in first..=now.generation + 1 {
+                let key = self.key(s as u32, g);
+                let k = batch.key(&key);
+                for chunk in list.chunks(MAX_FIELDS) {
+                    let mut cmd = redis::cmd("BITFIELD_RO");
+                    cmd.arg(&key);
+                    for offset in chunk {
+                        cmd.arg("GET").arg("i64").arg(offset);
+                    }
+                    batch.push(k, cmd);
+                }
+            }
+        }
+        let at = items
+            .iter()
+            .zip(places)
+            .map(|(item, mine)| {
+                let stride = offsets[item.shard].len().div_ceil(MAX_FIELDS);
+                mine.into_iter()
+                    .map(|i| {
+                        (
+                            first_cmd[item.shard] + i / MAX_FIELDS,
+                            stride,
+                            i % MAX_FIELDS,
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        debug_assert!(generations >= 2);
+        (batch, Read { first, at })
+    }
+
+    /// Each item's words in each generation read.
+    fn after_read(
+        &self,
+        items: &[Located],
+        read: &Read,
+        now: Now,
+        replies: &[Value],
+    ) -> Result<Vec<Words>, Error> {
+        match replies.first() {
+            Some(Value::Int(1)) => {}
+            Some(Value::Int(0)) => {
+                return Err(Error::Missing {
+                    name: self.name.clone(),
+                    key: names::meta(&self.name),
+                });
+            }
+            other => {
+                return Err(Error::corrupt(
+                    &names::meta(&self.name),
+                    format!("EXISTS answered {other:?}"),
+                ));
+            }
+        }
+        let generations = (now.generation + 2 - read.first) as usize;
+        let mut all = Vec::with_capacity(items.len());
+        for (item, places) in items.iter().zip(&read.at) {
+            let mut words = vec![[0u64; 8]; generations];
+            let mut places = places.iter();
+            for (j, mask) in item.bits.masks().iter().enumerate() {
+                if *mask == 0 {
+                    continue;
+                }
+                let &(cmd, stride, pos) = places.next().expect("one place per word with a bit");
+                for (gi, words) in words.iter_mut().enumerate() {
+                    let at = cmd + gi * stride;
+                    words[j] = match replies.get(at) {
+                        Some(Value::Array(values)) => match values.get(pos) {
+                            Some(Value::Int(v)) => *v as u64,
+                            other => {
+                                let key = self.key(item.shard as u32, read.first + gi as u64);
+                                return Err(Error::corrupt(
+                                    &key,
+                                    format!("BITFIELD_RO answered {other:?}"),
+                                ));
+                            }
+                        },
+                        other => {
+                            let key = self.key(item.shard as u32, read.first + gi as u64);
+                            return Err(Error::corrupt(
+                                &key,
+                                format!("BITFIELD_RO answered {other:?}"),
+                            ));
+                        }
+                    };
+                }
+            }
+            all.push(words);
+        }
+        Ok(all)
+    }
+
+    /// Whether some generation read holds every bit of the item.
+    fn found(item: &Located, words: &Words) -> bool {
+        words.iter().any(|words| {
+            item.bits
+                .masks()
+                .iter()
+                .zip(words)
+                .all(|(m, w)| w & m == *m)
+        })
+    }
+
+    /// The string offsets of the item's bits that `words` lacks.
+    fn unset(item: &Located, words: &[u64; 8], out: &mut Vec<Vec<u8>>) {
+        let mut offsets = Vec::new();
+        for (j, mask) in item.bits.masks().iter().enumerate() {
+            let mut missing = mask & !words[j];
+            while missing != 0 {
+                let bit = missing.trailing_zeros();
+                missing &= missing - 1;
+                offsets.push((item.word + j as u64) * 64 + u64::from(63 - bit));
+            }
+        }
+        out.push(offsets.len().to_string().into_bytes());
+        out.extend(offsets.into_iter().map(|o| o.to_string().into_bytes()));
+    }
+
+    /// The write of the items the read did not find: per shard, script calls over the keys of
+    /// generations `now`, `now - 1` (if live) and `now + 1`. Returns the batch and, per
+    /// command, its items.
+    fn write_batch(
+        &self,
+        items: &[Located],
+        words: &[Words],
+        read: &Read,
+        now: Now,
+    ) -> (Batch, Vec<Vec<usize>>) {
+        let g = now.generation;
+        // The generations the script reads besides `g`, as indices into the read.
+        let mut others = Vec::with_capacity(2);
+        if self.periods >= 1 && g >= 1 {
+            others.push(g - 1);
+        }
+        others.push(g + 1);
+        let index = |generation: u64| (generation - read.first) as usize;
+        let mut per_shard: Vec<Vec<usize>> = vec![Vec::new(); self.shards as usize];
+        for (i, (item, words)) in items.iter().zip(words).enumerate() {
+            if !Self::found(item, words) {
+                per_shard[item.shard].push(i);
+            }
+        }
+        // The expiry: the end of the last period in which generation `g` is live, plus one.
+        let end = u128::from(g + u64::from(self.periods) + 2) * u128::from(self.period_ns);
+        let ttl_ms = (end.saturating_sub(now.nanos)).div_ceil(1_000_000).max(1);
+        let mut batch = Batch::default();
+        let mut whose = Vec::new();
+        for (s, mine) in per_shard.iter().enumerate() {
+            if mine.is_empty() {
+                continue;
+            }
+            let write_key = self.key(s as u32, g);
+            let other_keys: Vec<String> = others.iter().map(|&o| self.key(s as u32, o)).collect();
+            let mut keys: Vec<&str> = vec![&write_key];
+            keys.extend(other_keys.iter().map(String::as_str));
+            let k = batch.key(&write_key);
+            for chunk in mine.chunks(ITEMS_PER_SCRIPT) {
+                let mut args = vec![ttl_ms.to_string().into_bytes()];
+                for &i in chunk {
+                    Self::unset(&items[i], &words[i][index(g)], &mut args);
+                    for &o in &others {
+                        Self::unset(&items[i], &words[i][index(o)], &mut args);
+                    }
+                }
+                batch.push_script(k, (&self.script, INSERT_SCRIPT), &keys, &args);
+                whose.push(chunk.to_vec());
+            }
+        }
+        (batch, whose)
+    }
+
+    /// The answers: an item is new if its script said so.
+    fn after_write(
+        &self,
+        count: usize,
+        whose: &[Vec<usize>],
+        now: Now,
+        items: &[Located],
+        replies: &[Value],
+    ) -> Result<Vec<bool>, Error> {
+        let mut new = vec![false; count];
+        for (mine, reply) in whose.iter().zip(replies) {
+            let bad = || {
+                let key = self.key(items[mine[0]].shard as u32, now.generation);
+                Error::corrupt(&key, format!("the insert script answered {reply:?}"))
+            };
+            let Value::Array(answers) = reply else {
+                return Err(bad());
+            };
+            if answers.len() != mine.len() {
+                return Err(bad());
+            }
+            for (&i, answer) in mine.iter().zip(answers) {
+                new[i] = match answer {
+                    Value::Int(1) => true,
+                    Value::Int(0) => false,
+                    _ => return Err(bad()),
+                };
+            }
+        }
+        Ok(new)
+    }
+
+    /// Inserts the items of `hashes`, appending to `new` whether each was new (as
+    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert); `new` is then unchanged.
+    pub fn insert_many_hashes(
+        &self,
+        hashes: &[Hash128],
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
+        let now = self.now()?;
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items, now);
+        let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
+        let (batch, whose) = self.write_batch(&items, &words, &read, now);
+        let answers =
+            self.after_write(items.len(), &whose, now, &items, &self.server.run(&batch)?)?;
+        Ok(append(new, answers))
+    }
+
+    /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert); `new` is then unchanged.
+    pub async fn insert_many_hashes_async(
+        &self,
+        hashes: &[Hash128],
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
+        let now = self.now_async().await?;
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items, now);
+        let words = self.after_read(&items, &read, now, &self.server.run_async(&batch).await?)?;
+        let (batch, whose) = self.write_batch(&items, &words, &read, now);
+        let replies = self.server.run_async(&batch).await?;
+        let answers = self.after_write(items.len(), &whose, now, &items, &replies)?;
+        Ok(append(new, answers))
+    }
+
+    /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in a live
+    /// generation; returns how many are. One round trip.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub fn contains_many_hashes(
+        &self,
+        hashes: &[Hash128],
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
+        let now = self.now()?;
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items, now);
+        let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
+        Ok(append(
+            hits,
+            items
+                .iter()
+                .zip(&words)
+                .map(|(i, w)| Self::found(i, w))
+                .collect(),
+        ))
+    }
+
+    /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub async fn contains_many_hashes_async(
+        &self,
+        hashes: &[Hash128],
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
+        let now = self.now_async().await?;
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items, now);
+        let words = self.after_read(&items, &read, now, &self.server.run_async(&batch).await?)?;
+        Ok(append(
+            hits,
+            items
+                .iter()
+                .zip(&words)
+                .map(|(i, w)| Self::found(i, w))
+                .collect(),
+        ))
+    }
+
+    fn hashes<'a, T: Hash + ?Sized + 'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a T>,
+    ) -> Vec<Hash128> {
+        items
+            .into_iter()
+            .map(|item| self.hasher.hash_item(item))
+            .collect()
+    }
+
+    /// Inserts `item` into the current generation unless a live generation holds it;
+    /// `Ok(true)` if none did (certainly new within the window), `Ok(false)` if one did (seen
+    /// within the window, or a false positive). A `false` does not renew the item. Exactly one
+    /// of any number of clients inserting the same new item at once gets `true`. Two round
+    /// trips (one if a live generation holds the item).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] (the write's outcome is unknown: the item may be in the filter;
+    /// retrying is safe), [`Error::Server`] (refused: out of memory, a key of another type),
+    /// [`Error::Missing`] (the filter was destroyed). No error ever stands for "new".
+    pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        self.insert_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`insert`](Self::insert) of a hash from [`hasher`](Self::hasher).
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
+        let mut new = Vec::with_capacity(1);
+        Ok(self.insert_many_hashes(&[hash], &mut new)? == 1)
+    }
+
+    /// Whether `item` is possibly in a live generation (`false`: certainly not inserted within
+    /// the window). One round trip; never writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`], [`Error::Server`], [`Error::Missing`].
+    pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        self.contains_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`contains`](Self::contains) of a hash.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains).
+    pub fn contains_hash(&self, hash: Hash128) -> Result<bool, Error> {
+        let mut hits = Vec::with_capacity(1);
+        Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
+    }
+
+    /// Inserts every item (two round trips for the whole batch, all at one moment of the
+    /// handle's time), appending whether each was new to `new`, in order; returns how many
+    /// were. Items repeated in the batch count once, at their first place.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert): no item of a failed batch is answered, and `new` is
+    /// unchanged.
+    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.insert_many_hashes(&self.hashes(items), new)
+    }
+
+    /// Looks up every item (one round trip), appending whether each is possibly in a live
+    /// generation to `hits`; returns how many are.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains); `hits` is then unchanged.
+    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.contains_many_hashes(&self.hashes(items), hits)
+    }
+
+    /// [`insert`](Self::insert), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert).
+    pub async fn insert_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        let mut new = Vec::with_capacity(1);
+        let hash = self.hasher.hash_item(item);
+        Ok(self.insert_many_hashes_async(&[hash], &mut new).await? == 1)
+    }
+
+    /// [`contains`](Self::contains), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains`](Self::contains).
+    pub async fn contains_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
+        let mut hits = Vec::with_capacity(1);
+        let hash = self.hasher.hash_item(item);
+        Ok(self.contains_many_hashes_async(&[hash], &mut hits).await? == 1)
+    }
+
+    /// [`insert_many`](Self::insert_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert_many`](Self::insert_many).
+    pub async fn insert_many_async<'a, T, I>(
+        &self,
+        items: I,
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let hashes = self.hashes(items);
+        self.insert_many_hashes_async(&hashes, new).await
+    }
+
+    /// [`contains_many`](Self::contains_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`contains_many`](Self::contains_many).
+    pub async fn contains_many_async<'a, T, I>(
+        &self,
+        items: I,
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let hashes = self.hashes(items);
+        self.contains_many_hashes_async(&hashes, hits).await
+    }
+
+    /// Deletes the filter: its description first (so that no process opens it any more and
+    /// handles get [`Error::Missing`]), then every generation key that can still exist by this
+    /// handle's time (`g - n - 2 ..= g + 2`; older ones have expired).
+    ///
+    /// # Errors
+    ///
+    /// The server's errors.
+    pub fn destroy(self) -> Result<(), Error> {
+        let g = self.now()?.generation;
+        let mut batch = Batch::default();
+        let meta = names::meta(&self.name);
+        let k = batch.key(&meta);
+        batch.push(k, {
+            let mut c = redis::cmd("DEL");
+            c.arg(&meta);
+            c
+        });
+        for s in 0..self.shards {
+            for generation in g.saturating_sub(u64::from(self.periods) + 2)..=g + 2 {
+                let key = self.key(s, generation);
+                let k = batch.key(&key);
+                batch.push(k, {
+                    let mut c = redis::cmd("DEL");
+                    c.arg(&key);
+                    c
+                });
+            }
+        }
+        self.server.run(&batch).map(drop)
+    }
+}
+
+/// Appends `answers` to `out`; how many are `true`.
+fn append(out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
+    let count = answers.iter().filter(|&&b| b).count();
+    out.extend(answers);
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_generation_is_the_local_window_generation() {
+        for (periods, fpr) in [(0, 0.01), (1, 0.01), (6, 0.001), (13, 0.1), (62, 0.01)] {
+            let local = window(12_345, periods + 1, fpr).unwrap();
+            assert_eq!(
+                generation_sizing(12_345, periods, fpr, Layout::Word).unwrap(),
+                local.generation
+            );
+            assert_eq!(generation_fpr(fpr, periods + 1), local.generation_fpr);
+            let line = generation_sizing(12_345, periods, fpr, Layout::Line).unwrap();
+            assert_eq!(line.fpr, local.generation_fpr);
+        }
+        assert!(generation_sizing(10, 63, 0.01, Layout::Word).is_err());
+        assert!(period_nanos(Duration::from_micros(999)).is_err());
+        assert_eq!(period_nanos(Duration::from_millis(1)).unwrap(), 1_000_000);
+    }
+}

@@ -156,8 +156,8 @@ pub mod sizing;
 mod sync;
 
 pub use bloom::{
-    AtomicBloomFilter, BlockBits, BloomInfo, CompactionStats, FrozenBloomFilter, GrowingBloomFilter,
-    LayerInfo, SemiConcurrentBloomFilter, WindowedBloomFilter,
+    AtomicBloomFilter, BlockBits, BloomInfo, CompactionStats, FrozenBloomFilter,
+    GrowingBloomFilter, LayerInfo, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
 pub use error::{Corruption, Error};
 pub use filter::DedupFilter;

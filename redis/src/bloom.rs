@@ -3,40 +3,8 @@
 //! two bit for bit ([`upload`](SharedBloomFilter::upload),
 //! [`download`](SharedBloomFilter::download)).
 //!
-//! # Where the bits are
-//!
-//! The filter's blocks are cut into `shards` runs of consecutive blocks, shard `s` in the
-//! string key `seen:{NAME:s}:bits`. Word `w` of a shard (its blocks' words in order) is bits
-//! `64·w` to `64·w + 63` of the string; the server numbers a string's bits from the most
-//! significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
-//! the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
-//! string holds each word as its 8 big-endian bytes.
-//!
-//! # The protocol, and why each step is atomic enough
-//!
-//! - **Lookup** (one round trip): per shard touched, `EXISTS` (a lost shard is an error, never
-//!   an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an
-//!   item. Each command reads a consistent value; an item is reported if every bit is set.
-//! - **Insert** (two round trips, the second only for items with a bit unset):
-//!   1. the lookup's read;
-//!   2. per item with a bit unset, one `BITFIELD key SET u1 o1 1 SET u1 o2 1 ...` over the
-//!      bits the read found unset. One `BITFIELD` is one atomic command that returns every old
-//!      value; the item is new if one of them was 0.
-//!
-//!   Exactly one of any number of racing inserts of one new item is told "new", in both
-//!   layouts: bits are only ever set, so the unset bits a client read include every bit still
-//!   unset when its `BITFIELD` runs. The first `BITFIELD` to run for the item therefore leaves
-//!   all its bits set, and is "new" if it set one; every later one finds all its bits set and
-//!   answers "not new". (The local line layout can tell two racers "new", since it sets 8
-//!   words one after another; on the server one command sets them all.) An item whose bits
-//!   were all set at the read is "not new" with no write: an insert of it had completed, or it
-//!   is a false positive, as locally.
-//! - A batch sends every shard's commands in one pipeline (a cluster client splits it by node),
-//!   so a batch of any size is one or two round trips. Only the bits that are missing are
-//!   written: writes cost the server per bit, and a repeated item costs only its read.
-//!
-//! What a failover can lose: replication is asynchronous, so bits acknowledged by a primary
-//! that fails before its replicas copy them are lost (`WAIT` after a batch is the lever).
+//! Its design and the atomicity argument of each step are in [`SharedBloomFilter`]'s docs (so
+//! that they are rendered).
 
 use std::hash::Hash;
 use std::path::Path;
@@ -73,13 +41,48 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   finds the item, as long as the server keeps its keys (persistence and failover: see the
 ///   crate docs).
 /// - **Exactly once**, in both layouts: among any number of clients inserting the same new
-///   item at once, exactly one is told `true` (the argument is in the [module
-///   docs](crate::bloom)).
+///   item at once, exactly one is told `true` (the argument is
+///   [below](#the-protocol-and-why-each-step-is-atomic-enough)).
 /// - **Errors answer nothing**: a batch that fails returns an [`Error`] and no answer for any
 ///   of its items, so no item is ever reported new when its write is unknown. Retrying is
 ///   safe ([`Error`] says what a retry answers).
 /// - **Round trips**: a lookup or a batch of lookups, one; an insert or a batch of inserts,
 ///   two (the second only if some item has a bit unset).
+///
+/// # Where the bits are
+///
+/// The filter's blocks are cut into `shards` runs of consecutive blocks, shard `s` in the
+/// string key `seen:{NAME:s}:bits`. Word `w` of a shard (its blocks' words in order) is bits
+/// `64·w` to `64·w + 63` of the string; the server numbers a string's bits from the most
+/// significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
+/// the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
+/// string holds each word as its 8 big-endian bytes.
+///
+/// # The protocol, and why each step is atomic enough
+///
+/// - **Lookup** (one round trip): per shard touched, `EXISTS` (a lost shard is an error, never
+///   an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an
+///   item. Each command reads a consistent value; an item is reported if every bit is set.
+/// - **Insert** (two round trips, the second only for items with a bit unset):
+///   1. the lookup's read;
+///   2. per item with a bit unset, one `BITFIELD key SET u1 o1 1 SET u1 o2 1 ...` over the
+///      bits the read found unset. One `BITFIELD` is one atomic command that returns every old
+///      value; the item is new if one of them was 0.
+///
+///   Exactly one of any number of racing inserts of one new item is told "new", in both
+///   layouts: bits are only ever set, so the unset bits a client read include every bit still
+///   unset when its `BITFIELD` runs. The first `BITFIELD` to run for the item therefore leaves
+///   all its bits set, and is "new" if it set one; every later one finds all its bits set and
+///   answers "not new". (The local line layout can tell two racers "new", since it sets 8
+///   words one after another; on the server one command sets them all.) An item whose bits
+///   were all set at the read is "not new" with no write: an insert of it had completed, or it
+///   is a false positive, as locally.
+/// - A batch sends every shard's commands in one pipeline (a cluster client splits it by node),
+///   so a batch of any size is one or two round trips. Only the bits that are missing are
+///   written: writes cost the server per bit, and a repeated item costs only its read.
+///
+/// What a failover can lose: replication is asynchronous, so bits acknowledged by a primary
+/// that fails before its replicas copy them are lost (`WAIT` after a batch is the lever).
 ///
 /// # Examples
 ///
@@ -168,7 +171,11 @@ impl SharedBloomBuilder {
     }
 
     /// Creates the filter on `server`, or opens it if a filter of this name with the same
-    /// parameters exists (so every process of a service can run the same line).
+    /// parameters exists (so every process of a service can run the same line). Creating
+    /// writes the description, then makes every shard its full length (keeping any bit
+    /// already set): a create therefore completes one that failed half-way, and makes a lost
+    /// shard again, empty, where [`open`](SharedBloomFilter::open) and every operation report
+    /// it as [`Error::Missing`].
     ///
     /// # Errors
     ///
@@ -178,9 +185,12 @@ impl SharedBloomBuilder {
     pub fn create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
         let (meta, sizing, shards) = self.meta()?;
         let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        if meta::create(server, &self.name, &meta)? {
-            server.run(&filter.grow_batch())?;
-        }
+        meta::create(server, &self.name, &meta)?;
+        // Every creator grows the shards, not only the one that wrote the description: a
+        // creator that failed (or crashed) between the two left a description without its
+        // shards, which lookups report as missing until a create completes it. Growing keeps
+        // every bit already set, so it is safe on a filter in use.
+        server.run(&filter.grow_batch())?;
         Ok(filter)
     }
 
@@ -192,9 +202,8 @@ impl SharedBloomBuilder {
     pub async fn create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
         let (meta, sizing, shards) = self.meta()?;
         let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        if meta::create_async(server, &self.name, &meta).await? {
-            server.run_async(&filter.grow_batch()).await?;
-        }
+        meta::create_async(server, &self.name, &meta).await?;
+        server.run_async(&filter.grow_batch()).await?;
         Ok(filter)
     }
 }
@@ -214,7 +223,13 @@ fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
         .with("blocks", sizing.blocks)
         .with("hashes", sizing.hashes)
         .with("shards", shards)
-        .with("hasher", StableHasher::new().identity().map(|i| i.name().to_owned()).unwrap_or_default())
+        .with(
+            "hasher",
+            StableHasher::new()
+                .identity()
+                .map(|i| i.name().to_owned())
+                .unwrap_or_default(),
+        )
         .with("seed", seed)
 }
 
@@ -280,7 +295,10 @@ impl SharedBloomFilter {
             "word" => Layout::Word,
             "line" => Layout::Line,
             other => {
-                return Err(Error::corrupt(&names::meta(name), format!("layout {other}")));
+                return Err(Error::corrupt(
+                    &names::meta(name),
+                    format!("layout {other}"),
+                ));
             }
         };
         let capacity = stored.get(name, "capacity")?;
@@ -307,7 +325,10 @@ impl SharedBloomFilter {
             });
         }
         if shards == 0 || u64::from(shards) > sizing.blocks {
-            return Err(Error::corrupt(&names::meta(name), format!("{shards} shards")));
+            return Err(Error::corrupt(
+                &names::meta(name),
+                format!("{shards} shards"),
+            ));
         }
         Ok(Self::new(server, name, sizing, shards, seed))
     }
@@ -363,7 +384,11 @@ impl SharedBloomFilter {
             let k = batch.key(key);
             let last_byte = self.shard_words(s) * 8 - 1;
             let mut cmd = redis::cmd("BITFIELD");
-            cmd.arg(key).arg("INCRBY").arg("u8").arg(last_byte * 8).arg(0);
+            cmd.arg(key)
+                .arg("INCRBY")
+                .arg("u8")
+                .arg(last_byte * 8)
+                .arg(0);
             batch.push(k, cmd);
         }
         batch
@@ -436,7 +461,12 @@ impl SharedBloomFilter {
     }
 
     /// Each item's words (as many as its block has; the words with no bit of it are 0).
-    fn after_read(&self, items: &[Located], read: &Read, replies: &[Value]) -> Result<Vec<[u64; 8]>, Error> {
+    fn after_read(
+        &self,
+        items: &[Located],
+        read: &Read,
+        replies: &[Value],
+    ) -> Result<Vec<[u64; 8]>, Error> {
         for &(s, i) in &read.exists {
             match replies.get(i) {
                 Some(Value::Int(1)) => {}
@@ -447,7 +477,10 @@ impl SharedBloomFilter {
                     });
                 }
                 other => {
-                    return Err(Error::corrupt(&self.keys[s], format!("EXISTS answered {other:?}")));
+                    return Err(Error::corrupt(
+                        &self.keys[s],
+                        format!("EXISTS answered {other:?}"),
+                    ));
                 }
             }
         }
@@ -521,7 +554,12 @@ impl SharedBloomFilter {
     }
 
     /// The answers: an item is new if its write found one of its bits unset.
-    fn after_write(&self, items: &[Located], whose: &[usize], replies: &[Value]) -> Result<Vec<bool>, Error> {
+    fn after_write(
+        &self,
+        items: &[Located],
+        whose: &[usize],
+        replies: &[Value],
+    ) -> Result<Vec<bool>, Error> {
         let mut new = vec![false; items.len()];
         for (&i, reply) in whose.iter().zip(replies) {
             match reply {
@@ -543,7 +581,13 @@ impl SharedBloomFilter {
         items
             .iter()
             .zip(words)
-            .map(|(item, words)| item.bits.masks().iter().zip(words).all(|(m, w)| w & m == *m))
+            .map(|(item, words)| {
+                item.bits
+                    .masks()
+                    .iter()
+                    .zip(words)
+                    .all(|(m, w)| w & m == *m)
+            })
             .collect()
     }
 
@@ -553,7 +597,11 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub fn insert_many_hashes(&self, hashes: &[Hash128], new: &mut Vec<bool>) -> Result<usize, Error> {
+    pub fn insert_many_hashes(
+        &self,
+        hashes: &[Hash128],
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
@@ -567,7 +615,11 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub async fn insert_many_hashes_async(&self, hashes: &[Hash128], new: &mut Vec<bool>) -> Result<usize, Error> {
+    pub async fn insert_many_hashes_async(
+        &self,
+        hashes: &[Hash128],
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
@@ -582,7 +634,11 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many_hashes(&self, hashes: &[Hash128], hits: &mut Vec<bool>) -> Result<usize, Error> {
+    pub fn contains_many_hashes(
+        &self,
+        hashes: &[Hash128],
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
@@ -594,15 +650,25 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub async fn contains_many_hashes_async(&self, hashes: &[Hash128], hits: &mut Vec<bool>) -> Result<usize, Error> {
+    pub async fn contains_many_hashes_async(
+        &self,
+        hashes: &[Hash128],
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
         Ok(append(hits, Self::present(&items, &words)))
     }
 
-    fn hashes<'a, T: Hash + ?Sized + 'a>(&self, items: impl IntoIterator<Item = &'a T>) -> Vec<Hash128> {
-        items.into_iter().map(|item| self.hasher.hash_item(item)).collect()
+    fn hashes<'a, T: Hash + ?Sized + 'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a T>,
+    ) -> Vec<Hash128> {
+        items
+            .into_iter()
+            .map(|item| self.hasher.hash_item(item))
+            .collect()
     }
 
     /// Inserts `item`; `Ok(true)` if it was certainly not in the filter (this call set one of
@@ -706,7 +772,11 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`insert_many`](Self::insert_many).
-    pub async fn insert_many_async<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
+    pub async fn insert_many_async<'a, T, I>(
+        &self,
+        items: I,
+        new: &mut Vec<bool>,
+    ) -> Result<usize, Error>
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
@@ -720,7 +790,11 @@ impl SharedBloomFilter {
     /// # Errors
     ///
     /// As [`contains_many`](Self::contains_many).
-    pub async fn contains_many_async<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
+    pub async fn contains_many_async<'a, T, I>(
+        &self,
+        items: I,
+        hits: &mut Vec<bool>,
+    ) -> Result<usize, Error>
     where
         T: Hash + ?Sized + 'a,
         I: IntoIterator<Item = &'a T>,
@@ -739,23 +813,38 @@ impl SharedBloomFilter {
     /// [`Error::Exists`] if the name is taken (an upload never merges into or overwrites a
     /// filter); [`Error::Mismatch`] if `local`'s hasher is not the [`StableHasher`]; the
     /// server's errors.
-    pub fn upload(server: &Server, name: &str, local: &AtomicBloomFilter<StableHasher>) -> Result<Self, Error> {
+    pub fn upload(
+        server: &Server,
+        name: &str,
+        local: &AtomicBloomFilter<StableHasher>,
+    ) -> Result<Self, Error> {
         names::check(name)?;
         let sizing = local.sizing();
-        let builder = Self::builder(name, sizing.capacity).fpr(sizing.fpr).layout(sizing.layout).seed(local.hasher().seed());
+        let builder = Self::builder(name, sizing.capacity)
+            .fpr(sizing.fpr)
+            .layout(sizing.layout)
+            .seed(local.hasher().seed());
         let (meta, sizing, shards) = builder.meta()?;
         let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
         // Refuse early when the name is taken, before moving any bits.
         if meta::open(server, name, &Self::like()).is_ok() {
-            return Err(Error::Exists { name: name.to_owned() });
+            return Err(Error::Exists {
+                name: name.to_owned(),
+            });
         }
-        let temp: Vec<String> = (0..shards).map(|s| names::shard(name, s, "upload")).collect();
+        let temp: Vec<String> = (0..shards)
+            .map(|s| names::shard(name, s, "upload"))
+            .collect();
         for (s, key) in temp.iter().enumerate() {
             let words = filter.shard_words(s);
             let first = s as u64 * filter.blocks_per_shard * filter.words_per_block();
             let mut batch = Batch::default();
             let k = batch.key(key);
-            batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+            batch.push(k, {
+                let mut c = redis::cmd("DEL");
+                c.arg(key);
+                c
+            });
             let step = TRANSFER_BYTES / 8;
             let mut buf = vec![0u64; step as usize];
             let mut done = 0;
@@ -780,10 +869,16 @@ impl SharedBloomFilter {
             let mut batch = Batch::default();
             for key in &temp {
                 let k = batch.key(key);
-                batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+                batch.push(k, {
+                    let mut c = redis::cmd("DEL");
+                    c.arg(key);
+                    c
+                });
             }
             server.run(&batch)?;
-            return Err(Error::Exists { name: name.to_owned() });
+            return Err(Error::Exists {
+                name: name.to_owned(),
+            });
         }
         // One `RENAME` per request: a cluster pipeline refuses it (the client cannot route a
         // command of two keys in general; these two share a slot).
@@ -829,7 +924,11 @@ impl SharedBloomFilter {
             let first = s as u64 * self.blocks_per_shard * self.words_per_block();
             let mut batch = Batch::default();
             let k = batch.key(key);
-            batch.push(k, { let mut c = redis::cmd("EXISTS"); c.arg(key); c });
+            batch.push(k, {
+                let mut c = redis::cmd("EXISTS");
+                c.arg(key);
+                c
+            });
             let mut ranges = Vec::new();
             let mut done = 0;
             while done < words {
@@ -842,14 +941,20 @@ impl SharedBloomFilter {
             }
             let replies = self.server.run(&batch)?;
             if !matches!(replies[0], Value::Int(1)) {
-                return Err(Error::Missing { name: self.name.clone(), key: key.clone() });
+                return Err(Error::Missing {
+                    name: self.name.clone(),
+                    key: key.clone(),
+                });
             }
             for ((start, n), reply) in ranges.into_iter().zip(&replies[1..]) {
                 let Value::BulkString(bytes) = reply else {
                     return Err(Error::corrupt(key, format!("GETRANGE answered {reply:?}")));
                 };
                 if bytes.len() as u64 != n * 8 {
-                    return Err(Error::corrupt(key, format!("{} bytes where {} were written", bytes.len(), n * 8)));
+                    return Err(Error::corrupt(
+                        key,
+                        format!("{} bytes where {} were written", bytes.len(), n * 8),
+                    ));
                 }
                 let words: Vec<u64> = bytes
                     .chunks_exact(8)
@@ -882,10 +987,18 @@ impl SharedBloomFilter {
         let mut batch = Batch::default();
         let meta = names::meta(&self.name);
         let k = batch.key(&meta);
-        batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(&meta); c });
+        batch.push(k, {
+            let mut c = redis::cmd("DEL");
+            c.arg(&meta);
+            c
+        });
         for key in &self.keys {
             let k = batch.key(key);
-            batch.push(k, { let mut c = redis::cmd("DEL"); c.arg(key); c });
+            batch.push(k, {
+                let mut c = redis::cmd("DEL");
+                c.arg(key);
+                c
+            });
         }
         self.server.run(&batch).map(drop)
     }

@@ -46,9 +46,7 @@ impl Meta {
             .iter()
             .find(|(f, _)| *f == field)
             .and_then(|(_, v)| v.parse().ok())
-            .ok_or_else(|| {
-                Error::corrupt(&names::meta(name), format!("no readable field {field}"))
-            })
+            .ok_or_else(|| Error::corrupt(&names::meta(name), format!("no readable field {field}")))
     }
 
     fn encode(&self) -> String {
@@ -75,7 +73,10 @@ impl Meta {
                 format!("a description that does not start with {HEADER}"),
             ));
         }
-        let kind = lines.next().and_then(|l| l.strip_prefix("kind=")).unwrap_or("");
+        let kind = lines
+            .next()
+            .and_then(|l| l.strip_prefix("kind="))
+            .unwrap_or("");
         if kind != like.kind {
             return Err(Error::Mismatch {
                 name: name.to_owned(),
@@ -162,7 +163,10 @@ fn after_open(name: &str, like: &Meta, replies: Vec<Value>) -> Result<Meta, Erro
             key: names::meta(name),
         }),
         Some(Value::BulkString(bytes)) => Meta::decode(name, &bytes, like),
-        other => Err(Error::corrupt(&names::meta(name), format!("GET answered {other:?}"))),
+        other => Err(Error::corrupt(
+            &names::meta(name),
+            format!("GET answered {other:?}"),
+        )),
     }
 }
 
@@ -176,7 +180,11 @@ pub(crate) fn create(server: &Server, name: &str, meta: &Meta) -> Result<bool, E
 /// [`create`], on the tokio connection.
 pub(crate) async fn create_async(server: &Server, name: &str, meta: &Meta) -> Result<bool, Error> {
     names::check(name)?;
-    after_create(name, meta, server.run_async(&create_batch(name, meta)).await?)
+    after_create(
+        name,
+        meta,
+        server.run_async(&create_batch(name, meta)).await?,
+    )
 }
 
 /// Reads the description of `name`, of `like`'s kind and fields.
@@ -205,7 +213,10 @@ mod tests {
         let other = Meta::new("bloom").with("capacity", 2000).with("fpr", 0.01);
         match other.check_matches("n", &back) {
             Err(Error::Mismatch {
-                field, stored, requested, ..
+                field,
+                stored,
+                requested,
+                ..
             }) => assert_eq!((field, &*stored, &*requested), ("capacity", "1000", "2000")),
             other => panic!("{other:?}"),
         }

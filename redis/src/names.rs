@@ -37,7 +37,10 @@ mod tests {
     #[test]
     fn names_with_braces_spaces_or_nothing_are_refused() {
         for bad in ["", "a{b", "a}b", "a b", "a\nb", &"x".repeat(201)] {
-            assert!(matches!(check(bad), Err(Error::InvalidName { .. })), "{bad:?}");
+            assert!(
+                matches!(check(bad), Err(Error::InvalidName { .. })),
+                "{bad:?}"
+            );
         }
         for good in ["orders", "orders:v2", "ünïcode", &"x".repeat(200)] {
             check(good).unwrap();

@@ -212,6 +212,12 @@ impl Server {
     /// structure keeps what one command or script touches in one slot (hash tags) and spreads
     /// its shards over the slots.
     ///
+    /// The client does not send a request again by itself: after an input/output error the
+    /// request may have run, and the caller gets [`Error::Connection`]. While slots move
+    /// (resharding, failover) a batch can fail with [`Error::Server`] (`MOVED`, `ASK`,
+    /// `TRYAGAIN`, `CLUSTERDOWN`): no item of it was answered, and a retry, on a connection
+    /// that reads the new slot map, is safe.
+    ///
     /// # Errors
     ///
     /// [`Error::Connection`] if no node answers.
@@ -222,9 +228,14 @@ impl Server {
     {
         let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_owned()).collect();
         let first = nodes.first().cloned().unwrap_or_default();
+        // `retries(0)`: the client would otherwise send a request again after an input/output
+        // error, when it may have run, and an insert that ran twice answers "not new" to
+        // everyone: the caller must see the unknown outcome instead. (Redirections, MOVED and
+        // ASK, are answers that the command did not run, and the client still follows them.)
         let client = ClusterClient::builder(nodes)
             .connection_timeout(DEFAULT_TIMEOUT)
             .response_timeout(DEFAULT_TIMEOUT)
+            .retries(0)
             .build()
             .map_err(|e| Error::from_redis(&first, e))?;
         let server = Self::with_target(Target::Cluster(Box::new(client)));
@@ -262,7 +273,11 @@ impl Server {
             // A cluster pipeline routes by key and refuses `PING`: opening a connection (which
             // reads the slot map from a node) is the check.
             let conn = self.connect("(cluster)")?;
-            self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+            self.inner
+                .idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(conn);
             return Ok(());
         }
         let mut batch = Batch::default();
@@ -290,9 +305,9 @@ impl Server {
                 conn.set_write_timeout(Some(timeout)).map_err(err)?;
                 SyncConnection::Single(conn)
             }
-            Target::Cluster(client) => SyncConnection::Cluster(Box::new(
-                client.get_connection().map_err(err)?,
-            )),
+            Target::Cluster(client) => {
+                SyncConnection::Cluster(Box::new(client.get_connection().map_err(err)?))
+            }
         })
     }
 
@@ -302,7 +317,12 @@ impl Server {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let idle = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
         let mut conn = match idle {
             Some(conn) => conn,
             None => self.connect(batch.first_key())?,
@@ -311,9 +331,9 @@ impl Server {
             SyncConnection::Single(conn) => batch.pipeline().query::<Vec<Value>>(conn),
             // The cluster pipeline refuses commands it cannot route in general (`RENAME`,
             // `PING`, ...): a batch of one command runs as that command, routed by its key.
-            SyncConnection::Cluster(conn) if batch.len() == 1 => {
-                batch.cmds[0].query::<Value>(&mut **conn).map(|reply| vec![reply])
-            }
+            SyncConnection::Cluster(conn) if batch.len() == 1 => batch.cmds[0]
+                .query::<Value>(&mut **conn)
+                .map(|reply| vec![reply]),
             SyncConnection::Cluster(conn) => {
                 let mut pipe = redis::cluster::ClusterPipeline::with_capacity(batch.len());
                 for i in 0..batch.len() {
@@ -325,7 +345,11 @@ impl Server {
         match replies {
             Ok(mut replies) => {
                 // A connection whose replies all arrived is in step: keep it.
-                self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+                self.inner
+                    .idle
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(conn);
                 if replies.len() == batch.len()
                     && let Some((again, at)) = batch.noscript(&replies)
                 {
@@ -342,7 +366,11 @@ impl Server {
                 if err.is_unknown_outcome() {
                     // The server is gone or restarted: the idle connections are to it too, and
                     // each would fail one more request.
-                    self.inner.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                    self.inner
+                        .idle
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clear();
                 }
                 Err(err)
             }

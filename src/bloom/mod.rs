@@ -39,8 +39,8 @@ pub use config::{AtomicOptions, BloomBuilder, BloomConfig, SemiOptions};
 pub use frozen::FrozenBloomFilter;
 pub use growing::{GrowingBloomFilter, GrowingOptions};
 pub use info::{BloomInfo, LayerInfo};
-pub(crate) use probe::Probe;
 pub use probe::BlockBits;
+pub(crate) use probe::Probe;
 pub use semi::{CompactionStats, SemiConcurrentBloomFilter};
 pub use windowed::{Rotation, WindowOptions, WindowedBloomFilter};
 

@@ -5,16 +5,21 @@
 //!
 //! - [`SharedBloomFilter`]: the [`seen::AtomicBloomFilter`] block for block, exactly-once
 //!   inserts, batches of one or two round trips, upload and download of a local filter.
+//! - [`SharedOverwriteMap`]: the [`seen::OverwriteMap`] slot for slot, with its at-least-once
+//!   claims ([`SharedClaim`]): consumers on many machines share one map, and a failed
+//!   handler's forget never erases another message's entry.
 //!
 //! Every structure has a blocking API and the same methods with `_async` on tokio; errors are
 //! typed ([`Error`]) and name the key.
 
 mod bloom;
 mod error;
+mod map;
 mod meta;
 mod names;
 mod server;
 
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
+pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
 pub use server::{DEFAULT_TIMEOUT, Server};

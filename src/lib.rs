@@ -162,7 +162,7 @@ pub use bloom::{
 pub use error::{Corruption, Error};
 pub use filter::DedupFilter;
 pub use layout::Layout;
-pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, OverwriteMap};
+pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, MapSlot, OverwriteMap};
 
 #[cfg(all(test, seen_loom))]
 #[path = "../loom-tests/mod.rs"]

@@ -8,12 +8,16 @@
 //! - [`SharedWindowedFilter`]: the last `n` periods, as a [`seen::WindowedBloomFilter`] with an
 //!   aligned rotation: one key per generation that expires on its own, lookups in one round
 //!   trip, exactly-once inserts across clients whose clocks straddle a period boundary.
+//! - [`SharedOverwriteMap`]: the [`seen::OverwriteMap`] slot for slot, with its at-least-once
+//!   claims ([`SharedClaim`]): consumers on many machines share one map, and a failed
+//!   handler's forget never erases another message's entry.
 //!
 //! Every structure has a blocking API and the same methods with `_async` on tokio; errors are
 //! typed ([`Error`]) and name the key.
 
 mod bloom;
 mod error;
+mod map;
 mod meta;
 mod names;
 mod server;
@@ -21,5 +25,6 @@ mod windowed;
 
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
+pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
 pub use server::{DEFAULT_TIMEOUT, Server};
 pub use windowed::{SharedWindowBuilder, SharedWindowedFilter};

@@ -46,8 +46,24 @@ pub enum MapSize {
 }
 
 impl MapSize {
-    /// The bucket count this size asks for.
-    fn buckets(self) -> Result<u64, Error> {
+    /// The bucket count this size asks for (what [`MapBuilder::build`] allocates, before the
+    /// bucket-count checks): for code that sizes a map kept elsewhere the way the local maps
+    /// are sized.
+    ///
+    /// # Errors
+    ///
+    /// As [`overwrite_buckets`] for a [`MapSize::Window`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::builder::MapSize;
+    /// assert_eq!(MapSize::Buckets(1_000).buckets()?, 1_000);
+    /// let window = MapSize::Window { later_insertions: 3_600_000, remember_probability: 0.9 };
+    /// assert_eq!(window.buckets()?, 34_168_399);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn buckets(self) -> Result<u64, Error> {
         match self {
             Self::Buckets(buckets) => Ok(buckets),
             Self::Window {

@@ -3,7 +3,7 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::{Claim, MapBuilder, MapSize, checked_buckets, slot_of};
+use super::{Claim, MapBuilder, MapSize, checked_buckets};
 use crate::Error;
 use crate::batch::{GROUP, GROUP_MIN_BYTES, append_results, for_each_group};
 use crate::bits::try_boxed_slice;
@@ -316,12 +316,12 @@ impl<H: ItemHasher> OverwriteMap<H> {
 }
 
 impl<H> OverwriteMap<H> {
-    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash: the slot from
-    /// `h1`, the fingerprint from `h2`. The one place the map derives them.
+    /// The slot and the non-zero fingerprint (0 marks an empty slot) of a hash, as
+    /// [`MapSlot`] derives them.
     #[inline]
     fn locate(&self, hash: Hash128) -> (&AtomicU64, u64) {
-        let slot = &self.slots[slot_of(hash.h1, self.slots.len())];
-        (slot, hash.h2.max(1))
+        let at = MapSlot::new(hash, self.slots.len() as u64);
+        (&self.slots[at.slot() as usize], at.fingerprint())
     }
 
     /// [`insert`](Self::insert) of an already computed hash: `h1` selects the slot, `h2` is the
@@ -520,6 +520,62 @@ impl<H> OverwriteMap<H> {
     }
 }
 
+/// Where an item goes in an [`OverwriteMap`] of a given bucket count: its slot and the 64-bit
+/// fingerprint the slot holds while the map remembers it. The one place the map derives them,
+/// public for code that keeps a map's slots somewhere else, such as a server's strings: a slot
+/// array in which slot [`slot`](Self::slot) holds [`fingerprint`](Self::fingerprint) is one in
+/// which [`OverwriteMap::contains_hash`] finds the item.
+///
+/// The slot comes from the low half of the hash (`h1`, by multiply-shift over the buckets), the
+/// fingerprint from the high half (`h2`), raised to 1 if it is 0: **0 marks an empty slot**, so a
+/// fingerprint is never 0 (the items whose `h2` is 0 or 1 share fingerprint 1, one more way to
+/// collide among 2^64).
+///
+/// # Examples
+///
+/// ```
+/// use seen::MapSlot;
+/// use seen::hash::ItemHasher;
+/// let map = seen::OverwriteMap::with_buckets(1_000)?;
+/// let hash = map.hasher().hash_item("msg-1");
+/// let at = MapSlot::new(hash, map.buckets());
+/// assert!(at.slot() < 1_000);
+/// assert_ne!(at.fingerprint(), 0);
+/// assert_eq!(at, MapSlot::new(hash, 1_000)); // a pure function of the hash and the count
+/// assert_eq!(MapSlot::new(hash, 1).slot(), 0);
+/// # Ok::<(), seen::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MapSlot {
+    slot: u64,
+    fingerprint: u64,
+}
+
+impl MapSlot {
+    /// The slot and fingerprint of `hash` in a map of `buckets` buckets (`buckets` at least 1,
+    /// as every map has; 0 gives slot 0).
+    #[inline]
+    pub fn new(hash: Hash128, buckets: u64) -> Self {
+        Self {
+            slot: crate::hash::reduce(hash.h1, buckets),
+            fingerprint: hash.h2.max(1),
+        }
+    }
+
+    /// The index of the item's slot, below the bucket count.
+    #[inline]
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    /// The fingerprint the slot holds while the map remembers the item: never 0 (an empty
+    /// slot).
+    #[inline]
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+}
+
 crate::forward::dedup_filter!(impl[H: ItemHasher] for OverwriteMap<H>, item: Hash);
 
 /// Inserts every item, as a loop of [`insert`](OverwriteMap::insert) (which takes `&self`:
@@ -553,6 +609,27 @@ impl<H> fmt::Debug for OverwriteMap<H> {
 #[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_slot_is_where_the_map_puts_an_item() {
+        let map = OverwriteMap::with_buckets(97).unwrap();
+        for i in 0..2_000u64 {
+            let hash = map.hasher().hash_item(&i);
+            let at = MapSlot::new(hash, 97);
+            assert!(at.slot() < 97);
+            map.insert_hash(hash);
+            assert_eq!(
+                map.slots[at.slot() as usize].load(Relaxed),
+                at.fingerprint()
+            );
+        }
+        let zero = Hash128 {
+            h1: u64::MAX,
+            h2: 0,
+        };
+        assert_eq!(MapSlot::new(zero, 97).fingerprint(), 1);
+        assert_eq!(MapSlot::new(zero, 97).slot(), 96);
+    }
 
     #[test]
     fn zero_fingerprints_are_not_confused_with_empty_slots() {

@@ -7,7 +7,8 @@
 //!
 //! Files:
 //!
-//! - `fingerprint.rs`: [`OverwriteMap`], 64-bit fingerprints in `AtomicU64` slots;
+//! - `fingerprint.rs`: [`OverwriteMap`], 64-bit fingerprints in `AtomicU64` slots, and
+//!   [`MapSlot`], where an item goes (for maps kept elsewhere, such as on a server);
 //! - `exact.rs`: [`ExactOverwriteMap`], the keys' bytes behind swappable `Arc`s;
 //! - `builder.rs`: [`MapBuilder`] and [`MapSize`], how both are sized and built;
 //! - `claim.rs`: [`Claim`] and [`ExactClaim`], the at-least-once guards `claim` returns;
@@ -24,7 +25,7 @@ mod fingerprint;
 pub use builder::{MapBuilder, MapSize};
 pub use claim::{Claim, ExactClaim};
 pub use exact::ExactOverwriteMap;
-pub use fingerprint::OverwriteMap;
+pub use fingerprint::{MapSlot, OverwriteMap};
 
 /// The slot a hash selects among `buckets`, by multiply-shift (no `%`, no power-of-two rounding).
 #[inline]

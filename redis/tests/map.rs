@@ -562,7 +562,6 @@ fn a_killed_server_gives_connection_errors_never_a_claim() {
 }
 
 #[test]
-#[ignore = "Server::cluster's PING check cannot run in a cluster pipeline (server.rs); passes once it can"]
 fn a_map_on_a_cluster_spreads_its_shards_and_forgets_by_script() {
     let cluster = RedisCluster::start(3);
     let server = Server::cluster(cluster.urls()).unwrap();

@@ -390,8 +390,6 @@ fn a_shared_filter_past_its_capacity_warns_counting_every_run() {
 
 /// Several `--redis` are the nodes of one Redis Cluster: two runs share one filter there.
 #[test]
-#[ignore = "seen_redis::Server::cluster fails its PING check: the redis crate refuses PING in a \
-            cluster pipeline"]
 fn runs_on_a_cluster_share_one_filter() {
     let cluster = RedisCluster::start(3);
     let urls = cluster.urls();

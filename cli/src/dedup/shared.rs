@@ -129,7 +129,7 @@ impl Shared {
                 Error::Connection { source, .. } => {
                     format!("--redis {at}: cannot reach the server: {source}")
                 }
-                e => format!("--redis {at}: {e}"),
+                e => format!("--redis {at}: {e}{}", cluster_hint(&e)),
             })
         })?;
         let cannot = |e: Error| {

@@ -33,6 +33,12 @@
 //! shows what the structure holds, and a key goes into it as it is decided (one access, not
 //! a lookup and a later insert: about half the time per record).
 //!
+//! With `--redis URL --name NAME` the structure is on a Redis or Valkey server, shared by every
+//! run that names it ([`shared`]): a record is new iff the server's filter says its key is new,
+//! one batch per shard and chunk, at once (never deferred: another run must find the key as
+//! soon as it is decided here). A server error stops the run at the first record it leaves
+//! undecided, after writing the records before it.
+//!
 //! The sequencer's state (output, counters) is behind a mutex that the writer holds while it
 //! writes a chunk (and, with one thread, while it decides it); with one thread, a signal's
 //! handler takes that mutex between two chunks to end the run.
@@ -44,7 +50,8 @@
 //! - [`work`]: a chunk on its way: prepared (records, keys' hashes and times, from [`key`]),
 //!   then decided by each shard.
 //! - [`shard`]: the decisions, in input order per shard, and the commits of written keys
-//!   ([`pending`]) into the structure ([`filter`]; [`exact`] for `--exact`).
+//!   ([`pending`]) into the structure ([`filter`]; [`exact`] for `--exact`, [`shared`] for
+//!   `--redis`).
 //! - [`mod@pipeline`]: how chunks move: all on one thread, or a reader, workers and the writer.
 //! - [`sequencer`]: the in-order end: writes ([`output`]), counts, [`progress`], and at the
 //!   end the commits, the save of `--state` ([`mod@lock`] holds it for the run) and `--stats`.
@@ -71,6 +78,7 @@ mod progress;
 mod reader;
 mod sequencer;
 mod shard;
+mod shared;
 mod signals;
 mod work;
 
@@ -127,6 +135,10 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     };
     if let (Some(window), Some(period)) = (args.window, args.period) {
         generations(window, period)?;
+    }
+    if !args.redis.is_empty() {
+        // Refused before anything is opened or locked.
+        shared::plan(args)?;
     }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     // Held to the end of the process: from before the state is loaded to after it is saved.

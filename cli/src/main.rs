@@ -86,6 +86,8 @@ Examples:
   seen dedup --state daily.seen --capacity 100000000 today.log   # remembers earlier days
   seen dedup --window 8d --period 1d --json-key id --time-field ts events.jsonl
   tail -f app.log | seen dedup --remember 1000000   # never drops a new line
+  seen dedup --redis redis://10.0.0.5:6379 --name orders --capacity 100000000 orders.log
+                                      # one state for every run, on any machine, naming it
 
 A --state file is a filter of the `seen` library: a service reads it with
 `seen::GrowingBloomFilter::load(path)` (the default; `AtomicBloomFilter` with --fixed,

@@ -119,6 +119,32 @@ pub(crate) struct Dedup {
     /// another run on FILE fails at once (the lock is FILE.lock).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
     pub(super) state: Option<PathBuf>,
+    /// Share the state with every `seen dedup` that names the same --name on this Redis or
+    /// Valkey server: `redis://[user:password@]host:port[/db]` or `unix:///path/to/socket`.
+    /// Given twice or more, the URLs are nodes of one Redis Cluster. A record is printed when
+    /// the shared filter says its key is new, so runs on any number of machines print each key
+    /// once between them (false positives aside, as with any Bloom filter). The filter is a fixed-size Bloom filter (line layout) for
+    /// --capacity keys at --fpr (or --memory), created by the first run and opened by the
+    /// others (a run with other sizes is refused); it cannot grow: a warning says when it
+    /// holds more than --capacity keys. Not with --state (the server is the state), --exact,
+    /// --grow, --remember or, for now, --window. A server error stops the run, naming the
+    /// key, after writing every record decided before it.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "name",
+        help_heading = "Shared state"
+    )]
+    pub(super) redis: Vec<String>,
+    /// With --redis: the name of the shared filter (1 to 200 bytes, no braces, spaces or
+    /// control characters); its keys on the server are `seen:{NAME...}:...`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "redis",
+        help_heading = "Shared state"
+    )]
+    pub(super) name: Option<String>,
     /// Threads that split, hash and decide records, 1 to 1024 (default: one per core). With 2 or more,
     /// one more thread reads and the main thread writes, in input order. Every key is decided
     /// by one thread in input order, so the output is in input order and no key is printed

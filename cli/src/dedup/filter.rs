@@ -10,6 +10,7 @@ use seen::clock::{ManualClock, TimeBase};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::{AtomicBloomFilter, Error, GrowingBloomFilter, OverwriteMap, WindowedBloomFilter};
 
+use super::shared::Shared;
 use super::{Dedup, Overfill};
 use crate::Failure;
 use crate::units::format_duration;
@@ -29,12 +30,18 @@ pub(super) enum Filter {
         from_records: bool,
     },
     Remember(OverwriteMap),
+    /// On a Redis or Valkey server, shared by every run that names it (`--redis`): never
+    /// deferred (no `--state`), decided a batch at a time.
+    Shared(Box<Shared>),
 }
 
 impl Filter {
     /// The filter of `--state` if its file exists (checked against the arguments), else a
     /// new one.
     pub(super) fn open(args: &Dedup) -> Result<Self, Failure> {
+        if !args.redis.is_empty() {
+            return Ok(Self::Shared(Box::new(Shared::open(args)?)));
+        }
         if let Some(path) = &args.state {
             check_writable(path)?;
             // A named pipe would block the load until something writes to it, and the save
@@ -188,7 +195,7 @@ impl Filter {
             Self::Growing(f) => Some((f.capacity(), f.fpr())),
             Self::Bloom(f) => Some((f.capacity(), f.fpr())),
             Self::Windowed { filter, .. } => Some((filter.capacity(), filter.fpr())),
-            Self::Exact | Self::Remember(_) => None,
+            Self::Exact | Self::Remember(_) | Self::Shared(_) => None,
         };
         if let Some((capacity, fpr)) = held
             && (capacity, fpr) != (args.sizing.capacity, args.sizing.fpr)
@@ -309,6 +316,7 @@ impl Filter {
             Self::Growing(f) => f.hasher().hash_bytes(key),
             Self::Windowed { filter, .. } => filter.hasher().hash_bytes(key),
             Self::Remember(m) => m.hasher().hash_bytes(key),
+            Self::Shared(f) => f.hash(key),
         }
     }
 
@@ -319,16 +327,23 @@ impl Filter {
             Self::Growing(f) => f.save(path),
             Self::Windowed { filter, .. } => filter.save(path),
             Self::Remember(m) => m.save(path),
-            Self::Exact => Ok(()),
+            // No --state: the server keeps it.
+            Self::Exact | Self::Shared(_) => Ok(()),
         }
     }
 
     /// What can overfill, for the warning ([`Overfill`]): a fixed filter's capacity (less the
-    /// keys a loaded state holds), a windowed filter's capacity per period.
+    /// keys a loaded state holds), a windowed filter's capacity per period, a shared filter's
+    /// capacity (less the keys it holds, measured now and then: other runs fill it too).
     pub(super) fn overfill(&self) -> Overfill {
         let (capacity, per_period, count) = match self {
             Self::Bloom(f) => (Some(f.capacity()), false, f.estimated_len()),
             Self::Windowed { filter, .. } => (Some(filter.capacity()), true, 0),
+            Self::Shared(f) => (
+                Some(f.sizing().capacity),
+                false,
+                f.measure(true).unwrap_or(0),
+            ),
             Self::Exact | Self::Growing(_) | Self::Remember(_) => (None, false, 0),
         };
         Overfill {
@@ -347,6 +362,12 @@ impl Filter {
             args.sizing.fpr
         );
         match (self, args.sizing.memory, args.period) {
+            (Self::Shared(f), _, _) => format!(
+                "more than the {capacity} distinct keys the shared filter {} is sized for (all \
+                 runs together, estimated from its bits on the server): {rate}; a shared filter \
+                 cannot grow: use another --name with a larger --capacity",
+                f.name()
+            ),
             (Self::Windowed { .. }, _, Some(period)) => format!(
                 "more than --capacity {capacity} new keys in one --period {}: {rate}; pass a \
                  larger --capacity",
@@ -364,6 +385,14 @@ impl Filter {
                  drop --fixed (the filter then grows past its capacity), or pass a larger \
                  --capacity"
             ),
+        }
+    }
+
+    /// A shared filter's keys, measured on the server now and then (`None` when not due).
+    pub(super) fn measured_len(&self) -> Option<u64> {
+        match self {
+            Self::Shared(f) => f.measure(false),
+            _ => None,
         }
     }
 
@@ -402,6 +431,12 @@ impl Filter {
             Self::Bloom(f) => Some(f.info().estimated_fpr),
             Self::Growing(f) => Some(f.info().estimated_fpr),
             Self::Windowed { filter, .. } => Some(filter.info().estimated_fpr),
+            // At or below capacity, at most the rate at capacity (a filter's rate only rises as
+            // it fills); past it, unknown.
+            Self::Shared(f) => f
+                .measure(true)
+                .filter(|&n| n <= f.sizing().capacity)
+                .map(|_| f.sizing().expected_fpr),
             Self::Exact | Self::Remember(_) => None,
         }
     }
@@ -427,6 +462,7 @@ impl Filter {
                 args.remember.unwrap_or(0),
                 args.remember_probability
             ),
+            Self::Shared(f) => f.describe(),
         }
     }
 }

@@ -11,7 +11,7 @@ use super::output::Output;
 use super::progress::{progress_message, round_count};
 use super::shard::{STOPPING, Shard};
 use super::signals::{FAILED, SAVED, SAVING, set_save};
-use super::work::Work;
+use super::work::{PREPARED, Work};
 use super::{Dedup, INTERRUPTED_STATUS};
 use crate::Failure;
 
@@ -160,10 +160,21 @@ impl Sequencer {
             } else {
                 "record"
             };
-            return Err(Stop::Input(Failure(format!(
-                "{name}, {unit} {}: {why}",
-                self.input_records + 1
-            ))));
+            let mut message = format!("{name}, {unit} {}: {why}", self.input_records + 1);
+            if let Filter::Shared(_) = &*self.filter {
+                // Its keys go to the server as they are decided, ahead of the writes.
+                let read = PREPARED
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(self.records);
+                message.push_str(&format!(
+                    "; it and every {unit} after it were not written ({} read so far), and some \
+                     of their keys may be in the shared filter already (decided ahead of the \
+                     writes, or sent in a request whose outcome is unknown): a run over them \
+                     again drops those",
+                    read.max(1)
+                ));
+            }
+            return Err(Stop::Input(Failure(message)));
         }
         if let Some(why) = &work.failed {
             return Err(Stop::Input(Failure(format!("cannot read {name}: {why}"))));
@@ -192,6 +203,12 @@ impl Sequencer {
             }
         }
         o.count = o.count.saturating_add(new);
+        // A shared filter: the keys of every run, measured on the server now and then.
+        if new > 0
+            && let Some(count) = self.filter.measured_len()
+        {
+            o.count = count;
+        }
         // Only new keys pass the capacity (a loaded state's estimate may sit just above it).
         if new > 0 && o.count > capacity && !o.warned {
             o.warned = true;

@@ -39,6 +39,8 @@ pub(super) struct Shard {
     pub(super) mine: Vec<usize>,
     pub(super) hits: Vec<bool>,
     pub(super) tags: Vec<u64>,
+    /// A shared filter's batch: this shard's keys of the chunk being decided.
+    pub(super) batch: Vec<Hash128>,
 }
 
 impl Shard {
@@ -52,8 +54,8 @@ impl Shard {
         shards: usize,
         written: Cut,
     ) -> Decided {
-        // The exact set takes no --state: it is never deferred.
-        if !self.deferred || matches!(filter, Filter::Exact) {
+        // The exact set and the shared filter take no --state: they are never deferred.
+        if !self.deferred || matches!(filter, Filter::Exact | Filter::Shared(_)) {
             return self.decide_at_once(filter, work, s, shards);
         }
         let mut decided = Decided::default();
@@ -74,7 +76,7 @@ impl Shard {
         let mut window: Option<u64> = None;
         match filter {
             // Decided at once (above).
-            Filter::Exact => {}
+            Filter::Exact | Filter::Shared(_) => {}
             Filter::Bloom(f) => {
                 f.contains_many_hashes(hashes, &mut hits);
             }
@@ -216,6 +218,20 @@ impl Shard {
             Filter::Remember(m) => {
                 m.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
             }
+            Filter::Shared(f) => {
+                // One batch a chunk: two round trips for all of this shard's records. A failure
+                // decides none of them (whether the server inserted their keys is unknown).
+                let mut mine = mine;
+                let first = mine.next();
+                self.batch.clear();
+                self.batch
+                    .extend(first.into_iter().chain(mine).map(|i| work.hashes[i]));
+                if let Some(first) = first
+                    && let Err(why) = f.insert_many_hashes(&self.batch, new)
+                {
+                    decided.failed = Some((first, why));
+                }
+            }
             Filter::Growing(f) => {
                 for i in mine {
                     match crate::oom::fallible(|| f.insert_hash(work.hashes[i])) {
@@ -297,7 +313,7 @@ impl Shard {
         self.pending.commit(cut, |run| {
             match filter {
                 // Never pending: decided at once.
-                Filter::Exact => {}
+                Filter::Exact | Filter::Shared(_) => {}
                 Filter::Bloom(f) => {
                     scratch.clear();
                     f.insert_many_hashes(run.iter().map(|e| e.hash), scratch);

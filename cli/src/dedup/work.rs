@@ -2,12 +2,16 @@
 //! hashes and times once it is prepared, and each shard's decisions.
 
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use seen::hash::Hash128;
 
 use super::filter::Filter;
 use super::key::Keyer;
+
+/// The records prepared so far in this run (the records read, but for the rest of a chunk
+/// after a record that cannot be keyed): after a failure, how many were not written.
+pub(super) static PREPARED: AtomicU64 = AtomicU64::new(0);
 
 /// A chunk of input on its way through the pipeline.
 #[derive(Default)]
@@ -96,6 +100,7 @@ impl Work {
             self.ends.push(end);
             start = end + 1;
         }
+        PREPARED.fetch_add(self.ends.len() as u64, Ordering::Relaxed);
         self.decided.clear();
         self.decided.resize_with(shards, OnceLock::new);
         self.undecided = AtomicUsize::new(shards);

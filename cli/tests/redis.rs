@@ -1,0 +1,423 @@
+//! `seen dedup --redis URL --name NAME` against real servers (`redis-server`, started by the
+//! shared crate's harness in a temporary directory, killed on drop): runs that share a filter
+//! print each distinct record once between them; what is refused; what a server that is gone
+//! or sized otherwise does to a run.
+#![cfg(unix)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::Output;
+
+mod common;
+#[path = "../../redis/tests/common/server.rs"]
+mod server;
+
+use common::{first_occurrences, lines, seen, start, stderr_of};
+use server::{RedisCluster, RedisServer};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `seen dedup --redis URL --name NAME` with `more` arguments, on `input`.
+fn dedup(url: &str, name: &str, more: &[&str], input: &[u8]) -> Output {
+    let mut args = vec!["dedup", "--redis", url, "--name", name, "--no-progress"];
+    args.extend_from_slice(more);
+    seen(&args, input)
+}
+
+/// How many times each line occurs in `outputs`, together.
+fn counts<'a>(outputs: impl IntoIterator<Item = &'a [u8]>) -> HashMap<&'a [u8], usize> {
+    let mut counts = HashMap::new();
+    for out in outputs {
+        for line in out.split_inclusive(|&b| b == b'\n') {
+            *counts.entry(line).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Whether `small`'s lines are a subsequence of `big`'s.
+fn is_subsequence(small: &[u8], big: &[u8]) -> bool {
+    let mut big = big.split_inclusive(|&b| b == b'\n');
+    small
+        .split_inclusive(|&b| b == b'\n')
+        .all(|line| big.any(|l| l == line))
+}
+
+/// The issue's "Done when": two runs fed overlapping parts of one stream (records 0 to 60% and
+/// 40% to 100%, with repeats inside and across the parts), at once, one on one thread and one
+/// on three, print between them each distinct record exactly once, each run in its input's
+/// order.
+///
+/// False positives: the 120,000 records hold about 96,000 distinct keys in a filter for
+/// 1,000,000 at --fpr 1e-7. A key is taken for a duplicate with probability at most the
+/// filter's rate when it is looked up, at most its rate at capacity (1e-7, the rate only rises
+/// as the filter fills): at most 96,000 x 1e-7 = 0.0096 false positives are expected, so
+/// `missing <= 1` fails with probability below 0.0096^2 / 2 = 5e-5 for a right implementation.
+/// A duplicate printed twice is never allowed: the server's test-and-set tells exactly one run
+/// that a key is new.
+#[test]
+fn two_runs_fed_overlapping_parts_print_each_distinct_record_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let input = lines(120_000);
+    let records: Vec<&[u8]> = input.split_inclusive(|&b| b == b'\n').collect();
+    let (a, b) = (records.len() * 4 / 10, records.len() * 6 / 10);
+    let first: Vec<u8> = records[..b].concat();
+    let second: Vec<u8> = records[a..].concat();
+    let runs: Vec<_> = [(first.clone(), "1"), (second.clone(), "3")]
+        .into_iter()
+        .map(|(part, threads)| {
+            let args = [
+                "dedup",
+                "--redis",
+                &url,
+                "--name",
+                "overlap",
+                "--capacity",
+                "1000000",
+                "--fpr",
+                "1e-7",
+                "--threads",
+                threads,
+                "--no-progress",
+            ];
+            let mut child = start(&args);
+            let mut stdin = child.stdin.take().unwrap();
+            let writer = std::thread::spawn(move || {
+                let _ = stdin.write_all(&part);
+            });
+            (child, writer)
+        })
+        .collect();
+    let outs: Vec<Output> = runs
+        .into_iter()
+        .map(|(child, writer)| {
+            let out = child.wait_with_output().unwrap();
+            writer.join().unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            out
+        })
+        .collect();
+    let distinct = first_occurrences(&input);
+    let want = counts([&distinct[..]]);
+    let got = counts(outs.iter().map(|o| &o.stdout[..]));
+    let twice: Vec<String> = got
+        .iter()
+        .filter(|&(_, &n)| n > 1)
+        .map(|(line, _)| text(line))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "{} records printed by both runs, such as {:?}",
+        twice.len(),
+        &twice[..twice.len().min(5)]
+    );
+    assert!(got.keys().all(|line| want.contains_key(line)));
+    let missing = want.len() - got.len();
+    assert!(
+        missing <= 1,
+        "{missing} distinct records printed by neither run"
+    );
+    // Each run prints its part's first occurrences, in order, less those the other printed.
+    assert!(is_subsequence(&outs[0].stdout, &first_occurrences(&first)));
+    assert!(is_subsequence(&outs[1].stdout, &first_occurrences(&second)));
+}
+
+/// A run on a name that holds keys drops every record whose key is there, and prints the new
+/// ones; another name is another filter.
+#[test]
+fn a_second_run_on_the_same_name_drops_everything_already_seen() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let input = lines(20_000);
+    let records: Vec<&[u8]> = input.split_inclusive(|&b| b == b'\n').collect();
+    let old: Vec<u8> = records[..10_000].concat();
+    let args = ["--capacity", "100000", "--fpr", "1e-7"];
+    let out = dedup(&url, "days", &args, &old);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&first_occurrences(&old)));
+    // The whole stream again: only the first occurrences of the keys the first run did not see.
+    let out = dedup(&url, "days", &args, &input);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let seen_before = counts([&old[..]]);
+    let want: Vec<u8> = first_occurrences(&input)
+        .split_inclusive(|&b| b == b'\n')
+        .filter(|line| !seen_before.contains_key(line))
+        .flatten()
+        .copied()
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(text(&out.stdout), text(&want));
+    // And a third time, nothing.
+    let out = dedup(&url, "days", &args, &input);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    // Another name shares nothing with the first.
+    let out = dedup(&url, "other", &args, &old);
+    assert_eq!(text(&out.stdout), text(&first_occurrences(&old)));
+}
+
+/// `--redis` without `--name`, `--name` without `--redis`, and `--redis` with the local or
+/// unshareable structures are refused before anything is opened: the messages name the flags,
+/// no server is asked (the URL leads nowhere), and no `--state` file or lock is made.
+#[test]
+fn redis_without_name_or_with_state_is_refused() {
+    let dir = common::scratch("redis-refused");
+    let nowhere = format!("unix://{}", dir.join("no.sock").display());
+    let state = dir.join("st");
+    let state = state.to_str().unwrap();
+    let refused = |args: &[&str], says: &str| {
+        let out = seen(args, b"a\n");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("cannot reach"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    };
+    refused(&["dedup", "--redis", &nowhere], "--name <NAME>");
+    refused(&["dedup", "--name", "n"], "--redis <URL>");
+    refused(
+        &[
+            "dedup", "--redis", &nowhere, "--name", "n", "--state", state,
+        ],
+        "--redis keeps the state on the server, for every run that names it: --state is the \
+         local option",
+    );
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "no file made"
+    );
+    refused(
+        &["dedup", "--redis", &nowhere, "--name", "n", "--exact"],
+        "--exact",
+    );
+    refused(
+        &["dedup", "--redis", &nowhere, "--name", "n", "--grow"],
+        "cannot grow",
+    );
+    refused(
+        &[
+            "dedup",
+            "--redis",
+            &nowhere,
+            "--name",
+            "n",
+            "--remember",
+            "10",
+        ],
+        "--remember",
+    );
+    refused(
+        &[
+            "dedup", "--redis", &nowhere, "--name", "n", "--window", "2d", "--period", "1d",
+        ],
+        "--redis cannot share a windowed filter yet",
+    );
+}
+
+/// A server that does not answer (no socket; a loopback port nobody listens on) is one line
+/// naming the URL, status 2, nothing printed.
+#[test]
+fn an_unreachable_server_is_a_clear_error() {
+    let dir = common::scratch("redis-unreachable");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for url in [
+        format!("unix://{}", dir.join("no.sock").display()),
+        format!("redis://127.0.0.1:{port}"),
+    ] {
+        let out = dedup(&url, "n", &[], b"a\nb\n");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.starts_with(&format!("seen: --redis {url}: cannot reach the server: ")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// A name created with one size, opened with another: the library's `Mismatch`, naming the
+/// field and both values, and nothing printed; the filter is left as it was.
+#[test]
+fn another_capacity_on_an_existing_name_is_the_librarys_mismatch() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let out = dedup(&url, "sized", &["--capacity", "1000"], b"a\n");
+    assert_eq!(text(&out.stdout), "a\n");
+    let out = dedup(&url, "sized", &["--capacity", "2000"], b"a\nb\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sized: the server's structure has capacity 1000, not 2000"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    let out = dedup(
+        &url,
+        "sized",
+        &["--capacity", "1000", "--fpr", "0.01"],
+        b"a\n",
+    );
+    assert!(
+        text(&out.stderr).contains("has fpr 0.0001, not 0.01"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = dedup(&url, "sized", &["--capacity", "1000"], b"a\nb\n");
+    assert_eq!(text(&out.stdout), "b\n");
+}
+
+/// The server killed mid-run: the run writes every record decided before, then stops at the
+/// first record the server did not decide, naming the filter's key and that line, saying that
+/// the records from there on were not written; status 2. On one thread and on several.
+#[test]
+fn a_server_gone_mid_run_stops_the_run_after_the_records_decided() {
+    for threads in ["1", "3"] {
+        let mut server = RedisServer::start();
+        let url = server.url();
+        let mut child = start(&[
+            "dedup",
+            "--redis",
+            &url,
+            "--name",
+            "gone",
+            "--capacity",
+            "100000",
+            "--threads",
+            threads,
+            "--no-progress",
+        ]);
+        let mut stdin = child.stdin.take().unwrap();
+        let before: Vec<u8> = (0..1000)
+            .flat_map(|i| format!("a-{i}\n").into_bytes())
+            .collect();
+        stdin.write_all(&before).unwrap();
+        stdin.flush().unwrap();
+        // Every record before is decided and written once its output has come.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut got = Vec::new();
+        for _ in 0..1000 {
+            out.read_until(b'\n', &mut got).unwrap();
+        }
+        assert_eq!(text(&got), text(&before));
+        server.kill();
+        let after: Vec<u8> = (0..1000)
+            .flat_map(|i| format!("b-{i}\n").into_bytes())
+            .collect();
+        let _ = stdin.write_all(&after);
+        drop(stdin);
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut rest).unwrap();
+        let err = stderr_of(&mut child);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(2), "threads {threads}: {err}");
+        assert_eq!(
+            text(&rest),
+            "",
+            "threads {threads}: nothing after the failure"
+        );
+        assert!(
+            err.starts_with("seen: standard input, line 1001: the shared filter gone on unix://"),
+            "threads {threads}: {err}"
+        );
+        assert!(
+            err.contains("seen:{gone:0}:bits"),
+            "threads {threads}: {err}"
+        );
+        assert!(
+            err.contains("it and every line after it were not written"),
+            "threads {threads}: {err}"
+        );
+    }
+}
+
+/// A shared filter cannot grow: past its capacity, counting the keys of every run (measured on
+/// the server), a run warns once; a later run that adds a key to the overfull filter warns at
+/// once, though it added only a few.
+#[test]
+fn a_shared_filter_past_its_capacity_warns_counting_every_run() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let distinct = |from: usize, n: usize| -> Vec<u8> {
+        (from..from + n)
+            .flat_map(|i| format!("k-{i}\n").into_bytes())
+            .collect()
+    };
+    let args = ["--capacity", "1000", "--fpr", "1e-3"];
+    let out = dedup(&url, "small", &args, &distinct(0, 500));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = dedup(&url, "small", &args, &distinct(500, 1000));
+    let err = text(&out.stderr);
+    assert_eq!(
+        err.matches("seen: warning: more than the 1000 distinct keys the shared filter small")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("a shared filter cannot grow"), "{err}");
+    // 50 keys more (about 1.5 times capacity, at a rate of a few percent: most are new).
+    let out = dedup(&url, "small", &args, &distinct(1500, 50));
+    assert!(!out.stdout.is_empty());
+    let err = text(&out.stderr);
+    assert!(err.contains("seen: warning: more than the 1000"), "{err}");
+    // --stats names the filter and its keys, all runs together.
+    let out = dedup(&url, "small", &[&args[..], &["--stats"]].concat(), b"x\n");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("shared Bloom filter small on unix://"),
+        "{err}"
+    );
+    let about: u64 = err
+        .split("capacity 1000, fpr 0.001, about ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    // 1,551 keys, estimated from the bits set: within a few percent.
+    assert!((1450..1650).contains(&about), "{err}");
+}
+
+/// Several `--redis` are the nodes of one Redis Cluster: two runs share one filter there.
+#[test]
+fn runs_on_a_cluster_share_one_filter() {
+    let cluster = RedisCluster::start(3);
+    let urls = cluster.urls();
+    let mut args = vec![
+        "dedup",
+        "--no-progress",
+        "--name",
+        "clustered",
+        "--capacity",
+        "10000",
+    ];
+    for url in &urls[..2] {
+        args.extend(["--redis", url.as_str()]);
+    }
+    let input = lines(5000);
+    let out = seen(&args, &input);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&first_occurrences(&input)));
+    let out = seen(&args, &input);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    // One node alone is not the cluster: the run says so, unless the keys are on that node.
+    let out = dedup(&urls[2], "clustered", &["--capacity", "10000"], b"x\n");
+    if !out.status.success() {
+        assert!(
+            text(&out.stderr).contains("pass --redis for two or more of its nodes"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -1,19 +1,80 @@
 //! The [`seen`] filters shared by every process and machine that opens them by name, kept in
-//! a Redis or Valkey server (or cluster) in plain string keys: stock commands only
-//! (`BITFIELD`, `GETRANGE`, `SET`, a script for one compare-and-clear), no module, so managed
-//! services work too.
+//! a Redis or Valkey server (or a Redis Cluster) in plain string keys.
 //!
-//! - [`SharedBloomFilter`]: the [`seen::AtomicBloomFilter`] block for block, exactly-once
-//!   inserts, batches of one or two round trips, upload and download of a local filter.
-//! - [`SharedWindowedFilter`]: the last `n` periods, as a [`seen::WindowedBloomFilter`] with an
-//!   aligned rotation: one key per generation that expires on its own, lookups in one round
-//!   trip, exactly-once inserts across clients whose clocks straddle a period boundary.
-//! - [`SharedOverwriteMap`]: the [`seen::OverwriteMap`] slot for slot, with its at-least-once
-//!   claims ([`SharedClaim`]): consumers on many machines share one map, and a failed
-//!   handler's forget never erases another message's entry.
+//! ```no_run
+//! use seen_redis::{Server, SharedBloomFilter};
+//! let server = Server::open("redis://127.0.0.1:6379")?;
+//! // Every process runs this line: the first creates the filter, the others open it.
+//! let orders = SharedBloomFilter::builder("orders", 10_000_000).fpr(0.01).create(&server)?;
+//! let mut new = Vec::new();
+//! orders.insert_many(["order-1", "order-2", "order-1"], &mut new)?;
+//! assert_eq!(new, [true, true, false]);
+//! # Ok::<(), seen_redis::Error>(())
+//! ```
 //!
-//! Every structure has a blocking API and the same methods with `_async` on tokio; errors are
-//! typed ([`Error`]) and name the key.
+//! # Which structure to pick
+//!
+//! The same choice as between the local structures ([`seen`]'s "Which structure to pick"):
+//!
+//! - [`SharedBloomFilter`]: never forgets, may call a new item "seen" at the rate you choose.
+//!   The [`seen::AtomicBloomFilter`] block for block: [`upload`](SharedBloomFilter::upload)
+//!   a local filter (or a saved file) and [`download`](SharedBloomFilter::download) it back,
+//!   byte for byte.
+//! - [`SharedWindowedFilter`]: only the last `n` periods count, as a
+//!   [`seen::WindowedBloomFilter`] with an aligned rotation: one key per generation that
+//!   expires on its own.
+//! - [`SharedOverwriteMap`]: never calls a new item "seen", forgets old ones; its claims
+//!   ([`SharedClaim`]) give at-least-once processing to consumers on many machines.
+//!
+//! A key is the same item here as in the library and the `seen` command: `"id"`, `b"id"` and
+//! [`hash_bytes(b"id")`](seen::hash::ItemHasher::hash_bytes) are one key, and the hasher is the
+//! library's [`StableHasher`](seen::hash::StableHasher).
+//!
+//! # Guarantees
+//!
+//! Each type's `# Guarantees` states its promises in full, and its "The protocol, and why each
+//! step is atomic" section the argument: which command or script makes each step atomic, what
+//! a concurrent client can observe, what a failover can lose. In short:
+//!
+//! | structure | racing inserts of one new item | errs by | round trips: insert / lookup | forgets |
+//! | --- | --- | --- | --- | --- |
+//! | [`SharedBloomFilter`], both layouts | exactly one is told "new" | false positives, no false negatives | 2 / 1 per batch | never |
+//! | [`SharedWindowedFilter`] | exactly one, across period boundaries | false positives, no false negatives within the window | 2 / 1 per batch | after `n` to `n + 1` periods |
+//! | [`SharedOverwriteMap`] | exactly one, unless overwritten between | forgets; a false positive only by a 2^-64 collision | 1 / 1 per batch | when overwritten |
+//!
+//! - **Errors answer nothing.** A request that fails returns an [`Error`] naming the key and
+//!   no answer for any item of its batch: no item is ever called new when its write is
+//!   unknown. Retrying an insert is safe; [`Error`] says what a retry answers and what a
+//!   caller that must handle every item should do.
+//! - **Persistence is the server's.** With `appendonly yes` and `appendfsync always`, every
+//!   acknowledged insert survives a crash and a restart (tested); `everysec` can lose the last
+//!   second, and RDB snapshots lose what came after the last save. Replication is
+//!   asynchronous: a failover can lose acknowledged writes (`WAIT` after a batch is the lever).
+//! - **A lost key is an error, never an empty structure**: a shard gone (a restart without
+//!   persistence, `FLUSHALL`, an eviction) is [`Error::Missing`]. Run the server with
+//!   `maxmemory-policy noeviction` (the default): under `allkeys-*` it may evict a filter's
+//!   keys, and under `volatile-*` a windowed filter's generations before they expire.
+//!
+//! Every structure has a blocking API and the same methods ending in `_async` for tokio,
+//! sharing one [`Server`]: a few blocking connections reused across threads, one multiplexed
+//! tokio connection; a connection that fails is replaced at the next request.
+//!
+//! # Performance
+//!
+//! A batch costs one round trip per request however many items it holds (a cluster client
+//! splits it by node), and only the bits an item is missing are written, so a repeated item
+//! costs a read. Against the commands people write by hand, in one run on one server:
+//! [the benchmarks](https://docs.rs/seen-dedup/latest/seen/docs/benchmarks/index.html#shared-structures-on-redis-benchesredisrs).
+//!
+//! # Limitations
+//!
+//! - Redis 7.0 or later (`SET ... NX GET`), or Valkey; stock commands only (`BITFIELD`,
+//!   `BITFIELD_RO`, `GETRANGE`, `SETRANGE`, `EXISTS`, `PEXPIRE`, `TIME` and Lua scripts by
+//!   `EVALSHA`), no module: managed services work. TLS is not built in.
+//! - A structure's size is fixed at creation (a shared filter does not grow); one string holds
+//!   at most 512 MiB, so larger structures are cut into more shards.
+//! - A name is 1 to 200 bytes without braces, spaces or control characters; every key starts
+//!   with `seen:{NAME`.
 
 mod bloom;
 mod error;
@@ -28,3 +89,8 @@ pub use error::Error;
 pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
 pub use server::{DEFAULT_TIMEOUT, Server};
 pub use windowed::{SharedWindowBuilder, SharedWindowedFilter};
+
+/// The README's examples, compiled (they need a server, so they do not run).
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -209,11 +209,13 @@ fn redis_without_name_or_with_state_is_refused() {
         ],
         "--remember",
     );
+    // A window whose --fpr the layout does not reach: the local --window's message.
     refused(
         &[
-            "dedup", "--redis", &nowhere, "--name", "n", "--window", "2d", "--period", "1d",
+            "dedup", "--redis", &nowhere, "--name", "n", "--window", "62h", "--period", "1h",
+            "--fpr", "1e-6",
         ],
-        "--redis cannot share a windowed filter yet",
+        "cannot build the filter: --fpr 1e-6 is below the lowest rate it reaches",
     );
 }
 
@@ -420,4 +422,311 @@ fn runs_on_a_cluster_share_one_filter() {
             text(&out.stderr)
         );
     }
+}
+
+/// Runs `seen dedup --redis URL --name NAME` with `more` arguments at once, one a part of
+/// `parts` (`(input, threads)`), and returns their outputs (each checked successful).
+fn at_once(url: &str, name: &str, more: &[&str], parts: Vec<(Vec<u8>, &str)>) -> Vec<Output> {
+    let runs: Vec<_> = parts
+        .into_iter()
+        .map(|(part, threads)| {
+            let mut args = vec![
+                "dedup",
+                "--redis",
+                url,
+                "--name",
+                name,
+                "--threads",
+                threads,
+                "--no-progress",
+            ];
+            args.extend_from_slice(more);
+            let mut child = start(&args);
+            let mut stdin = child.stdin.take().unwrap();
+            let writer = std::thread::spawn(move || {
+                let _ = stdin.write_all(&part);
+            });
+            (child, writer)
+        })
+        .collect();
+    runs.into_iter()
+        .map(|(child, writer)| {
+            let out = child.wait_with_output().unwrap();
+            writer.join().unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            out
+        })
+        .collect()
+}
+
+/// The shared window's keys on the server: `seen:{NAME:S}:gG`, every shard and generation.
+fn generation_keys(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut conn = server.client();
+    redis::cmd("KEYS")
+        .arg(format!("seen:{{{name}:*}}:g*"))
+        .query(&mut conn)
+        .unwrap()
+}
+
+/// `--window` with `--redis`: two runs fed overlapping parts of one stream at once (one on one
+/// thread, one on three) print between them each distinct record exactly once, each in its
+/// input's order; a third run over the whole stream prints nothing (the window is on the
+/// server, the server's clock its time).
+///
+/// False positives: the shared generations hold the local window's bits (word layout, the
+/// same sizing), so the local filter of the same flags, holding the stream's distinct keys,
+/// estimates the rate of a lookup; a lookup reads at most 4 generations, 3 of them empty (or,
+/// across an hour's end, 2 hold the keys between them). The test checks that the distinct keys
+/// times twice that rate is below 0.01, so `missing <= 1` fails with probability below 5e-5.
+#[test]
+fn windowed_runs_share_one_window_on_the_server() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let window = ["--window", "2h", "--period", "1h", "--capacity", "1000000"];
+    let input = lines(40_000);
+    let distinct = first_occurrences(&input);
+    let local = seen::WindowedBloomFilter::builder(1_000_000)
+        .fpr(1e-4)
+        .periods(2)
+        .build()
+        .unwrap();
+    let hasher = seen::hash::StableHasher::default();
+    for line in distinct.split_inclusive(|&b| b == b'\n') {
+        use seen::hash::ItemHasher;
+        local.insert_hash(hasher.hash_bytes(&line[..line.len() - 1]));
+    }
+    let expected =
+        distinct.iter().filter(|&&b| b == b'\n').count() as f64 * 2.0 * local.info().estimated_fpr;
+    assert!(expected < 0.01, "{expected}");
+
+    let records: Vec<&[u8]> = input.split_inclusive(|&b| b == b'\n').collect();
+    let (a, b) = (records.len() * 4 / 10, records.len() * 6 / 10);
+    let first: Vec<u8> = records[..b].concat();
+    let second: Vec<u8> = records[a..].concat();
+    let outs = at_once(
+        &url,
+        "window",
+        &window,
+        vec![(first.clone(), "1"), (second.clone(), "3")],
+    );
+    let want = counts([&distinct[..]]);
+    let got = counts(outs.iter().map(|o| &o.stdout[..]));
+    let twice = got.values().filter(|&&n| n > 1).count();
+    assert_eq!(twice, 0, "records printed by both runs");
+    assert!(got.keys().all(|line| want.contains_key(line)));
+    let missing = want.len() - got.len();
+    assert!(
+        missing <= 1,
+        "{missing} distinct records printed by neither run"
+    );
+    assert!(is_subsequence(&outs[0].stdout, &first_occurrences(&first)));
+    assert!(is_subsequence(&outs[1].stdout, &first_occurrences(&second)));
+    // The keys are generations that expire on their own: within the window and a period and
+    // a spare one (the library's expiry), never without one.
+    let keys = generation_keys(&server, "window");
+    assert!(!keys.is_empty());
+    let mut conn = server.client();
+    for key in &keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).unwrap();
+        assert!((1..=4 * 3_600_000).contains(&ttl), "{key}: PTTL {ttl}");
+    }
+    let out = dedup(&url, "window", &window, &input);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    // The window forgets a generation when its key goes (the test deletes it, as its expiry
+    // would): every key is new again.
+    let _: i64 = redis::cmd("DEL").arg(&keys).query(&mut conn).unwrap();
+    let out = dedup(&url, "window", &window, &input);
+    assert_eq!(text(&out.stdout), text(&distinct));
+}
+
+/// Records with their own times (`--time-field`) over several periods, with repeats within
+/// the window, just past it and far past it, and a record older than one before it: the
+/// shared run prints exactly what the local `--window` run prints (the same keys, hashes and
+/// bits, and a clock that follows the records the same way), which is written out for the
+/// hand-made part. A second shared run over the same records prints nothing: the generations
+/// are on the server, by the records' periods. Two runs on overlapping parts share it.
+#[test]
+fn windowed_runs_on_the_records_times_match_the_local_window() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let flags = [
+        "-f",
+        "1",
+        "--time-field",
+        "2",
+        "--window",
+        "2h",
+        "--period",
+        "1h",
+    ];
+    let hour = 3600u64;
+    let t0 = 1_700_000_000 / hour * hour;
+    let mut input = Vec::new();
+    for (key, at) in [
+        ("a", t0),
+        ("b", t0 + 10),
+        ("a", t0 + hour),          // within the window: dropped
+        ("b", t0 + 2 * hour + 10), // within 2h of b's (kept to the period's end): dropped
+        ("a", t0 + 4 * hour),      // more than WINDOW + PERIOD later: printed
+        ("c", t0 + 4 * hour - 5),  // late: counted at the newer time, printed
+        ("c", t0 + 4 * hour + 1),  // dropped
+    ] {
+        writeln!(input, "{key}\t{at}").unwrap();
+    }
+    let want: Vec<u8> = [0, 1, 4, 5]
+        .iter()
+        .flat_map(|&i| input.split_inclusive(|&b| b == b'\n').nth(i).unwrap())
+        .copied()
+        .collect();
+    // And a longer stream: 6,000 records over 10 hours, keys repeating at random distances.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..6000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        writeln!(input, "k{}\t{}", x % 1500, t0 + 5 * hour + i * 6).unwrap();
+    }
+    let local = seen(&[&["dedup", "--no-progress"][..], &flags].concat(), &input);
+    assert!(local.status.success(), "{}", text(&local.stderr));
+    assert!(local.stdout.starts_with(&want), "{}", text(&local.stdout));
+    let shared = dedup(&url, "times", &flags, &input);
+    assert!(shared.status.success(), "{}", text(&shared.stderr));
+    assert_eq!(text(&shared.stdout), text(&local.stdout));
+    assert!(
+        text(&shared.stderr).is_empty(),
+        "no warning: {}",
+        text(&shared.stderr)
+    );
+    let again = dedup(&url, "times", &flags, &input);
+    assert_eq!(text(&again.stdout), "");
+    // Two runs one after the other on overlapping parts of the stream, the overlap (100
+    // records, 10 minutes) shorter than a period, so their clocks agree within one: together
+    // they print exactly what one local run prints (the second drops what the first printed).
+    let records: Vec<&[u8]> = input.split_inclusive(|&b| b == b'\n').collect();
+    let cut = records.len() * 6 / 10;
+    let first: Vec<u8> = records[..cut].concat();
+    let second: Vec<u8> = records[cut - 100..].concat();
+    let one = dedup(&url, "parts", &flags, &first);
+    let two = dedup(&url, "parts", &flags, &second);
+    assert!(two.status.success(), "{}", text(&two.stderr));
+    assert_eq!(
+        text(&[one.stdout, two.stdout].concat()),
+        text(&local.stdout)
+    );
+}
+
+/// A name created with one window, opened with another --window, another --period, or as a
+/// plain shared Bloom filter (and the other way round): the library's `Mismatch` naming the
+/// field, a hint in the flags' terms, nothing printed, status 2.
+#[test]
+fn another_window_or_period_on_an_existing_name_is_the_librarys_mismatch() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let window =
+        |w: &'static str, p: &'static str| ["--window", w, "--period", p, "--capacity", "1000"];
+    let out = dedup(&url, "w", &window("2h", "1h"), b"a\n");
+    assert_eq!(text(&out.stdout), "a\n", "{}", text(&out.stderr));
+    let refused = |more: &[&str], says: &[&str]| {
+        let out = dedup(&url, "w", more, b"a\nb\n");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{more:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{more:?}: {err}");
+        }
+        assert!(out.stdout.is_empty());
+    };
+    refused(
+        &window("3h", "1h"),
+        &[
+            "w: the server's structure has periods 2, not 3",
+            "its --window is 2 times its --period, not 3",
+        ],
+    );
+    refused(
+        &window("4h", "2h"),
+        &[
+            "w: the server's structure has period_ns 3600000000000, not 7200000000000",
+            "its --period is 1h, not 2h",
+        ],
+    );
+    refused(
+        &["--window", "2h", "--period", "1h", "--capacity", "2000"],
+        &["has capacity 1000, not 2000"],
+    );
+    refused(
+        &[],
+        &[
+            "has kind window, not bloom",
+            "the name holds a shared windowed filter",
+        ],
+    );
+    let out = dedup(&url, "b", &["--capacity", "1000"], b"a\n");
+    assert!(out.status.success());
+    let out = dedup(&url, "b", &window("2h", "1h"), b"a\n");
+    let err = text(&out.stderr);
+    assert!(err.contains("has kind bloom, not window"), "{err}");
+    assert!(err.contains("drop --window and --period"), "{err}");
+    // The filter was left as it was.
+    let out = dedup(&url, "w", &window("2h", "1h"), b"a\nb\n");
+    assert_eq!(text(&out.stdout), "b\n");
+}
+
+/// The overfill warning of a shared window: more than --capacity new keys in one period, all
+/// runs together (measured on the server), warns; as many in the next period do not (the count
+/// is per period). The records' times place them, so no period ends during the test.
+#[test]
+fn a_shared_window_past_its_capacity_in_one_period_warns_counting_every_run() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let flags = [
+        "-f",
+        "1",
+        "--time-field",
+        "2",
+        "--window",
+        "2h",
+        "--period",
+        "1h",
+        "--capacity",
+        "1000",
+        "--fpr",
+        "1e-3",
+    ];
+    let t0 = 1_700_000_000u64 / 3600 * 3600;
+    let keys = |from: usize, at: u64| -> Vec<u8> {
+        (from..from + 600)
+            .flat_map(|i| format!("k-{i}\t{at}\n").into_bytes())
+            .collect()
+    };
+    let out = dedup(&url, "full", &flags, &keys(0, t0));
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    let out = dedup(&url, "full", &flags, &keys(600, t0 + 60));
+    let err = text(&out.stderr);
+    assert_eq!(
+        err.matches(
+            "seen: warning: more than --capacity 1000 new keys in one --period 1h in the shared \
+             filter full (all runs together"
+        )
+        .count(),
+        1,
+        "{err}"
+    );
+    // The next period: 600 new keys, 1,200 in the window, none over.
+    let out = dedup(&url, "full", &flags, &keys(1200, t0 + 3600));
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+    let out = dedup(
+        &url,
+        "full",
+        &[&flags[..], &["--stats"]].concat(),
+        &keys(1200, t0 + 3601),
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("shared windowed filter full on unix://")
+            && err.contains("--window 2h --period 1h (3 generations of 1 key each")
+            && err.contains("time: the records'"),
+        "{err}"
+    );
+    assert_eq!(text(&out.stdout), "");
 }

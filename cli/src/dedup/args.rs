@@ -71,7 +71,9 @@ pub(crate) struct Dedup {
     /// --stats counts them, and a warning says when one is more than WINDOW older. A record
     /// dated more than WINDOW after the wall clock is an error. A --state remembers which
     /// clock it follows: a run that would switch between --time-field and the wall clock is
-    /// refused.
+    /// refused. With --redis, each run's clock follows its own records: runs that share the
+    /// name print a key once between them when their records' times are within a --period of
+    /// each other (without --time-field, the server's clock is the time).
     #[arg(
         long,
         value_name = "N|PATH",
@@ -123,12 +125,15 @@ pub(crate) struct Dedup {
     /// Valkey server: `redis://[user:password@]host:port[/db]` or `unix:///path/to/socket`.
     /// Given twice or more, the URLs are nodes of one Redis Cluster. A record is printed when
     /// the shared filter says its key is new, so runs on any number of machines print each key
-    /// once between them (false positives aside, as with any Bloom filter). The filter is a fixed-size Bloom filter (line layout) for
-    /// --capacity keys at --fpr (or --memory), created by the first run and opened by the
-    /// others (a run with other sizes is refused); it cannot grow: a warning says when it
-    /// holds more than --capacity keys. Not with --state (the server is the state), --exact,
-    /// --grow, --remember or, for now, --window. A server error stops the run, naming the
-    /// key, after writing every record decided before it.
+    /// once between them (false positives aside, as with any Bloom filter). The filter is a
+    /// fixed-size Bloom filter (line layout) for --capacity keys at --fpr (or --memory) or,
+    /// with --window, a windowed filter of the local --window's semantics (--capacity new keys
+    /// a period, one key per generation on the server, expiring on its own; the server's
+    /// clock, or --time-field's). The first run creates it and the others open it (a run with
+    /// other sizes, --window or --period is refused); it cannot grow: a warning says when it
+    /// holds more than --capacity keys (in one --period with --window), all runs together. Not
+    /// with --state (the server is the state), --exact, --grow or --remember. A server error
+    /// stops the run, naming the key, after writing every record decided before it.
     #[arg(
         long,
         value_name = "URL",

@@ -210,29 +210,7 @@ impl Filter {
     }
 
     pub(super) fn new(args: &Dedup) -> Result<Self, Failure> {
-        Self::build(args).map_err(|e| match e {
-            // A window's rate asked of the layout is --fpr scaled: say which --fpr works, not
-            // which layout. (A growing filter's error names --fpr's lowest value itself.)
-            Error::FprBelowLayoutLimit { fpr, min_fpr, .. } if fpr > 0.0 => {
-                let lowest = min_fpr * args.sizing.fpr / fpr;
-                let hint = match (args.window, args.period) {
-                    (Some(window), Some(period)) => format!(
-                        " for a window of {} generations (--window {} --period {}): raise \
-                         --fpr, or lengthen --period",
-                        generations(window, period).map_or(0, |(g, _)| g),
-                        format_duration(window),
-                        format_duration(period)
-                    ),
-                    _ => String::new(),
-                };
-                Failure(format!(
-                    "cannot build the filter: --fpr {:e} is below the lowest rate it reaches, \
-                     {lowest:.3e}{hint}",
-                    args.sizing.fpr
-                ))
-            }
-            e => Failure(format!("cannot build the filter: {e}")),
-        })
+        Self::build(args).map_err(|e| build_failure(e, args))
     }
 
     pub(super) fn build(args: &Dedup) -> Result<Self, Error> {
@@ -341,7 +319,7 @@ impl Filter {
             Self::Windowed { filter, .. } => (Some(filter.capacity()), true, 0),
             Self::Shared(f) => (
                 Some(f.sizing().capacity),
-                false,
+                f.per_period(),
                 f.measure(true).unwrap_or(0),
             ),
             Self::Exact | Self::Growing(_) | Self::Remember(_) => (None, false, 0),
@@ -362,6 +340,13 @@ impl Filter {
             args.sizing.fpr
         );
         match (self, args.sizing.memory, args.period) {
+            (Self::Shared(f), _, Some(period)) if f.per_period() => format!(
+                "more than --capacity {capacity} new keys in one --period {} in the shared \
+                 filter {} (all runs together, estimated from its bits on the server): {rate}; \
+                 a shared filter cannot grow: use another --name with a larger --capacity",
+                format_duration(period),
+                f.name()
+            ),
             (Self::Shared(f), _, _) => format!(
                 "more than the {capacity} distinct keys the shared filter {} is sized for (all \
                  runs together, estimated from its bits on the server): {rate}; a shared filter \
@@ -396,10 +381,11 @@ impl Filter {
         }
     }
 
-    /// The current generation of a windowed filter (0 for the others).
+    /// The current generation of a windowed filter, local or shared (0 for the others).
     pub(super) fn generation(&self) -> u64 {
         match self {
             Self::Windowed { filter, .. } => filter.generation(),
+            Self::Shared(f) => f.generation(),
             _ => 0,
         }
     }
@@ -436,7 +422,7 @@ impl Filter {
             Self::Shared(f) => f
                 .measure(true)
                 .filter(|&n| n <= f.sizing().capacity)
-                .map(|_| f.sizing().expected_fpr),
+                .map(|_| f.expected_fpr()),
             Self::Exact | Self::Remember(_) => None,
         }
     }
@@ -464,6 +450,33 @@ impl Filter {
             ),
             Self::Shared(f) => f.describe(),
         }
+    }
+}
+
+/// Why the filter of `args` cannot be built, from the library's error.
+pub(super) fn build_failure(e: Error, args: &Dedup) -> Failure {
+    match e {
+        // A window's rate asked of the layout is --fpr scaled: say which --fpr works, not
+        // which layout. (A growing filter's error names --fpr's lowest value itself.)
+        Error::FprBelowLayoutLimit { fpr, min_fpr, .. } if fpr > 0.0 => {
+            let lowest = min_fpr * args.sizing.fpr / fpr;
+            let hint = match (args.window, args.period) {
+                (Some(window), Some(period)) => format!(
+                    " for a window of {} generations (--window {} --period {}): raise \
+                     --fpr, or lengthen --period",
+                    generations(window, period).map_or(0, |(g, _)| g),
+                    format_duration(window),
+                    format_duration(period)
+                ),
+                _ => String::new(),
+            };
+            Failure(format!(
+                "cannot build the filter: --fpr {:e} is below the lowest rate it reaches, \
+                 {lowest:.3e}{hint}",
+                args.sizing.fpr
+            ))
+        }
+        e => Failure(format!("cannot build the filter: {e}")),
     }
 }
 

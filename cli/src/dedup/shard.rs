@@ -218,20 +218,70 @@ impl Shard {
             Filter::Remember(m) => {
                 m.insert_many_hashes(mine.map(|i| work.hashes[i]), new);
             }
-            Filter::Shared(f) => {
-                // One batch a chunk: two round trips for all of this shard's records. A failure
-                // decides none of them (whether the server inserted their keys is unknown).
-                let mut mine = mine;
-                let first = mine.next();
-                self.batch.clear();
-                self.batch
-                    .extend(first.into_iter().chain(mine).map(|i| work.hashes[i]));
-                if let Some(first) = first
-                    && let Err(why) = f.insert_many_hashes(&self.batch, new)
-                {
-                    decided.failed = Some((first, why));
+            Filter::Shared(f) => match f.records_clock() {
+                None => {
+                    // One batch a chunk: two round trips for all of this shard's records. A
+                    // failure decides none of them (whether the server inserted their keys is
+                    // unknown).
+                    let mut mine = mine;
+                    let first = mine.next();
+                    self.batch.clear();
+                    self.batch
+                        .extend(first.into_iter().chain(mine).map(|i| work.hashes[i]));
+                    if let Some(first) = first
+                        && let Err(why) = f.insert_many_hashes(&self.batch, new)
+                    {
+                        decided.failed = Some((first, why));
+                    }
                 }
-            }
+                Some((clock, period, span)) => {
+                    // --time-field (one shard): the records' times move the filter's clock,
+                    // never back, as the local window's; one batch per run of records in one
+                    // period (one a chunk but where a period ends), sent with the clock at
+                    // its latest record's time.
+                    let latest = (now().as_nanos() as u64).saturating_add(span);
+                    self.batch.clear();
+                    // The batch's first record, and the time it is sent at.
+                    let mut open: Option<(usize, u64)> = None;
+                    let send = |batch: &mut Vec<Hash128>,
+                                open: Option<(usize, u64)>,
+                                decided: &mut Decided|
+                     -> bool {
+                        let Some((first, at)) = open else {
+                            return true;
+                        };
+                        clock.set(Duration::from_nanos(at));
+                        let sent = f.insert_many_hashes(batch, &mut decided.new);
+                        batch.clear();
+                        sent.map_err(|why| decided.failed = Some((first, why)))
+                            .is_ok()
+                    };
+                    for i in mine {
+                        if self
+                            .advance(work.times[i], latest, span, &mut decided)
+                            .is_none()
+                        {
+                            if send(&mut self.batch, open.take(), &mut decided) {
+                                decided.failed = Some((i, TOO_LATE.to_string()));
+                                // No later chunk sends keys of records not written.
+                                f.fail(TOO_LATE);
+                            }
+                            break;
+                        }
+                        if let Some((_, at)) = open
+                            && at / period != self.time / period
+                            && !send(&mut self.batch, open.take(), &mut decided)
+                        {
+                            break;
+                        }
+                        open = Some((open.map_or(i, |(first, _)| first), self.time));
+                        self.batch.push(work.hashes[i]);
+                    }
+                    if decided.failed.is_none() {
+                        send(&mut self.batch, open, &mut decided);
+                    }
+                }
+            },
             Filter::Growing(f) => {
                 for i in mine {
                     match crate::oom::fallible(|| f.insert_hash(work.hashes[i])) {

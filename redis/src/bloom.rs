@@ -65,16 +65,19 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   item. Each command reads a consistent value; an item is reported if every bit is set.
 /// - **Insert** (two round trips, the second only for items with a bit unset):
 ///   1. the lookup's read;
-///   2. per item with a bit unset, one `BITFIELD key SET u1 o1 1 SET u1 o2 1 ...` over the
-///      bits the read found unset. One `BITFIELD` is one atomic command that returns every old
-///      value; the item is new if one of them was 0.
+///   2. per item with a bit unset, `SET u1 o1 1 SET u1 o2 1 ...` over the bits the read found
+///      unset, all in one `BITFIELD key ...` command, which carries the fields of several items
+///      of the shard (up to 512 fields). One `BITFIELD` is one atomic command that runs its
+///      fields in order and returns every old value; the item is new if one of its was 0.
 ///
 ///   Exactly one of any number of racing inserts of one new item is told "new", in both
 ///   layouts: bits are only ever set, so the unset bits a client read include every bit still
-///   unset when its `BITFIELD` runs. The first `BITFIELD` to run for the item therefore leaves
-///   all its bits set, and is "new" if it set one; every later one finds all its bits set and
-///   answers "not new". (The local line layout can tell two racers "new", since it sets 8
-///   words one after another; on the server one command sets them all.) An item whose bits
+///   unset when its write runs. The first write of the item's fields to run (they are in one
+///   command: nothing runs between them) therefore leaves all its bits set, and is "new" if
+///   it set one; every later one (from another client, or the same item again later in the
+///   batch) finds all its bits set and answers "not new". (The local line layout can tell two
+///   racers "new", since it sets 8 words one after another; on the server one command sets
+///   them all.) An item whose bits
 ///   were all set at the read is "not new" with no write: an insert of it had completed, or it
 ///   is a false positive, as locally.
 /// - A batch sends every shard's commands in one pipeline (a cluster client splits it by node),
@@ -239,6 +242,16 @@ struct Located {
     /// The index of the block's first word in its shard.
     word: u64,
     bits: BlockBits,
+}
+
+/// Where the old values of one item's written bits are in a write's replies.
+struct Written {
+    item: usize,
+    /// The reply (command) index.
+    reply: usize,
+    /// The item's first field in that reply, and how many it has.
+    first: usize,
+    fields: usize,
 }
 
 /// The read of a batch: for each item, where its words' values are in the replies.
@@ -517,62 +530,91 @@ impl SharedBloomFilter {
         Ok(words)
     }
 
-    /// The write of the items whose bits `words` do not all hold: per item, one `BITFIELD`
-    /// setting the bits that were unset. Returns the batch and, per command, its item.
-    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Vec<usize>) {
+    /// The write of the items whose bits `words` do not all hold: per shard, `BITFIELD`
+    /// commands of `SET u1 offset 1` fields for the bits that were unset, up to [`MAX_FIELDS`]
+    /// per command and every item's fields in one command (so that its bits are set
+    /// atomically). Returns the batch and, per item written, where its old values are.
+    ///
+    /// Many items per command rather than one each (measured with `benches/redis.rs`): the
+    /// client's instructions per new item fell from 16.8k to 10.2k (callgrind, 20k ids), its
+    /// CPU from 1.95 to 1.15 us per item (200k ids), with fewer commands to build, copy and
+    /// parse; the server's time in `BITFIELD` per item did not grow.
+    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Vec<Written>) {
         let mut batch = Batch::default();
-        let mut whose = Vec::new();
-        let mut shard_key = vec![usize::MAX; self.keys.len()];
+        let mut written = Vec::new();
+        // Per shard: its open command (fields so far) and its index among `cmds`.
+        let mut open: Vec<Option<(usize, usize)>> = vec![None; self.keys.len()];
+        let mut cmds: Vec<(usize, Cmd)> = Vec::new();
         for (i, (item, words)) in items.iter().zip(words).enumerate() {
-            let mut cmd: Option<Cmd> = None;
-            let mut fields = 0;
+            let missing: u32 = item
+                .bits
+                .masks()
+                .iter()
+                .zip(words)
+                .map(|(m, w)| (m & !w).count_ones())
+                .sum();
+            if missing == 0 {
+                continue;
+            }
+            let missing = missing as usize;
+            debug_assert!(missing <= MAX_FIELDS);
+            let (cmd, first) = match open[item.shard] {
+                Some((cmd, fields)) if fields + missing <= MAX_FIELDS => (cmd, fields),
+                _ => {
+                    let mut c = redis::cmd("BITFIELD");
+                    c.arg(&self.keys[item.shard]);
+                    cmds.push((item.shard, c));
+                    (cmds.len() - 1, 0)
+                }
+            };
+            open[item.shard] = Some((cmd, first + missing));
+            let c = &mut cmds[cmd].1;
             for (j, mask) in item.bits.masks().iter().enumerate() {
-                let mut missing = mask & !words[j];
-                while missing != 0 {
-                    let bit = missing.trailing_zeros();
-                    missing &= missing - 1;
+                let mut bits = mask & !words[j];
+                while bits != 0 {
+                    let bit = bits.trailing_zeros();
+                    bits &= bits - 1;
                     let offset = (item.word + j as u64) * 64 + u64::from(63 - bit);
-                    let c = cmd.get_or_insert_with(|| {
-                        let mut c = redis::cmd("BITFIELD");
-                        c.arg(&self.keys[item.shard]);
-                        c
-                    });
                     c.arg("SET").arg("u1").arg(offset).arg(1);
-                    fields += 1;
                 }
             }
-            debug_assert!(fields <= 512);
-            if let Some(cmd) = cmd {
-                if shard_key[item.shard] == usize::MAX {
-                    shard_key[item.shard] = batch.key(&self.keys[item.shard]);
-                }
-                batch.push(shard_key[item.shard], cmd);
-                whose.push(i);
-            }
+            written.push(Written {
+                item: i,
+                reply: cmd,
+                first,
+                fields: missing,
+            });
         }
-        (batch, whose)
+        let mut shard_key = vec![usize::MAX; self.keys.len()];
+        for (shard, cmd) in cmds {
+            if shard_key[shard] == usize::MAX {
+                shard_key[shard] = batch.key(&self.keys[shard]);
+            }
+            batch.push(shard_key[shard], cmd);
+        }
+        (batch, written)
     }
 
     /// The answers: an item is new if its write found one of its bits unset.
     fn after_write(
         &self,
         items: &[Located],
-        whose: &[usize],
+        written: &[Written],
         replies: &[Value],
     ) -> Result<Vec<bool>, Error> {
         let mut new = vec![false; items.len()];
-        for (&i, reply) in whose.iter().zip(replies) {
-            match reply {
-                Value::Array(old) if !old.is_empty() => {
-                    new[i] = old.iter().any(|v| matches!(v, Value::Int(0)));
-                }
-                other => {
-                    return Err(Error::corrupt(
-                        &self.keys[items[i].shard],
-                        format!("BITFIELD answered {other:?}"),
-                    ));
-                }
-            }
+        for w in written {
+            let old = match replies.get(w.reply) {
+                Some(Value::Array(old)) => old.get(w.first..w.first + w.fields),
+                _ => None,
+            };
+            let Some(old) = old else {
+                return Err(Error::corrupt(
+                    &self.keys[items[w.item].shard],
+                    format!("BITFIELD answered {:?}", replies.get(w.reply)),
+                ));
+            };
+            new[w.item] = old.iter().any(|v| matches!(v, Value::Int(0)));
         }
         Ok(new)
     }
@@ -605,8 +647,8 @@ impl SharedBloomFilter {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
-        let (batch, whose) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &whose, &self.server.run(&batch)?)?;
+        let (batch, written) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &written, &self.server.run(&batch)?)?;
         Ok(append(new, answers))
     }
 
@@ -623,8 +665,8 @@ impl SharedBloomFilter {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
-        let (batch, whose) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &whose, &self.server.run_async(&batch).await?)?;
+        let (batch, written) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &written, &self.server.run_async(&batch).await?)?;
         Ok(append(new, answers))
     }
 

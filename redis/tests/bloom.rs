@@ -266,3 +266,25 @@ fn tokio_tasks_sharing_one_filter_are_told_new_exactly_once() {
         }
     });
 }
+
+/// An item repeated in one batch is new once, at its first place, in both layouts: its fields
+/// share a `BITFIELD` command with other items', and the later copy's old values are the bits
+/// the first copy set.
+#[test]
+fn an_item_repeated_in_a_batch_is_new_once_at_its_first_place() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    for layout in [Layout::Word, Layout::Line] {
+        let filter = SharedBloomFilter::builder(&format!("repeat-{layout:?}"), 10_000)
+            .layout(layout)
+            .shards(2)
+            .create(&server)
+            .unwrap();
+        let items: Vec<String> = (0..300).map(|i| format!("id-{}", i % 100)).collect();
+        let mut new = Vec::new();
+        assert_eq!(filter.insert_many(items.iter(), &mut new).unwrap(), 100);
+        assert!(new[..100].iter().all(|&n| n) && new[100..].iter().all(|&n| !n));
+        let mut again = Vec::new();
+        assert_eq!(filter.insert_many(items.iter(), &mut again).unwrap(), 0);
+    }
+}

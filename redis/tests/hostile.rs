@@ -197,3 +197,284 @@ fn a_single_windowed_insert_on_a_fresh_cluster_runs_its_script() {
         assert!(!f.insert_async("second").await.unwrap());
     });
 }
+
+/// The first `n` items (from 0 up) whose slots in `map` all differ, so that no item overwrites
+/// another: exactly-once then has no exception.
+fn distinct_slots(map: &SharedOverwriteMap, n: usize) -> Vec<u64> {
+    use seen::hash::ItemHasher;
+    let mut slots = std::collections::HashSet::new();
+    (0u64..)
+        .filter(|i| slots.insert(seen::MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot()))
+        .take(n)
+        .collect()
+}
+
+/// One of the three structures, behind the blocking and the async batch insert.
+enum Any {
+    Bloom(SharedBloomFilter),
+    Window(SharedWindowedFilter),
+    Map(SharedOverwriteMap),
+}
+
+impl Any {
+    fn insert_many(&self, items: &[u64], new: &mut Vec<bool>) -> Result<usize, Error> {
+        match self {
+            Any::Bloom(f) => f.insert_many(items.iter(), new),
+            Any::Window(f) => f.insert_many(items.iter(), new),
+            Any::Map(m) => m.insert_many(items.iter(), new),
+        }
+    }
+
+    async fn insert_many_async(&self, items: &[u64], new: &mut Vec<bool>) -> Result<usize, Error> {
+        match self {
+            Any::Bloom(f) => f.insert_many_async(items.iter(), new).await,
+            Any::Window(f) => f.insert_many_async(items.iter(), new).await,
+            Any::Map(m) => m.insert_many_async(items.iter(), new).await,
+        }
+    }
+
+    fn insert(&self, item: u64) -> Result<bool, Error> {
+        match self {
+            Any::Bloom(f) => f.insert(&item),
+            Any::Window(f) => f.insert(&item),
+            Any::Map(m) => m.insert(&item),
+        }
+    }
+}
+
+/// The three structures, sized so that 4,000 items make no false positive in practice, spread
+/// over 5 shards (the map's items are chosen in distinct slots: [`distinct_slots`]).
+fn all_three(server: &Server, prefix: &str) -> Vec<(String, Any)> {
+    let clock = ManualClock::new(HOUR * 430_000 + HOUR / 2);
+    let map = SharedOverwriteMap::builder(&format!("{prefix}-map"), 1u64 << 20)
+        .shards(5)
+        .create(server)
+        .unwrap();
+    vec![
+        (
+            "bloom word".to_owned(),
+            Any::Bloom(
+                SharedBloomFilter::builder(&format!("{prefix}-word"), 1_000_000)
+                    .fpr(1e-5)
+                    .shards(5)
+                    .create(server)
+                    .unwrap(),
+            ),
+        ),
+        (
+            "bloom line".to_owned(),
+            Any::Bloom(
+                SharedBloomFilter::builder(&format!("{prefix}-line"), 1_000_000)
+                    .fpr(1e-7)
+                    .layout(Layout::Line)
+                    .shards(5)
+                    .create(server)
+                    .unwrap(),
+            ),
+        ),
+        (
+            "windowed".to_owned(),
+            Any::Window(
+                SharedWindowedFilter::builder(&format!("{prefix}-window"), 1_000_000)
+                    .fpr(1e-4)
+                    .periods(2)
+                    .period(HOUR)
+                    .shards(5)
+                    .clock(clock)
+                    .create(server)
+                    .unwrap(),
+            ),
+        ),
+        ("map".to_owned(), Any::Map(map)),
+    ]
+}
+
+/// Six clients on one `Server` race on the same 4,000 items: two blocking threads and two
+/// tokio tasks with batches in which every item appears twice (forward then backward, so the
+/// repeat is in another command of the batch), and two threads of single inserts; every
+/// batch spans every shard. Each item is new exactly once over all of them, in every
+/// structure.
+#[test]
+fn blocking_async_and_single_inserts_racing_with_repeats_are_new_exactly_once() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for (what, structure) in all_three(&server, "mixed") {
+        let items = match &structure {
+            Any::Map(map) => distinct_slots(map, 4_000),
+            _ => (0..4_000u64).collect(),
+        };
+        let counts: Vec<std::sync::atomic::AtomicU32> =
+            items.iter().map(|_| Default::default()).collect();
+        let barrier = Barrier::new(6);
+        let count = |at: &[usize], new: &[bool]| {
+            assert_eq!(at.len(), new.len());
+            for (&i, &n) in at.iter().zip(new) {
+                counts[i].fetch_add(u32::from(n), std::sync::atomic::Ordering::Relaxed);
+            }
+        };
+        std::thread::scope(|s| {
+            for t in 0..6u64 {
+                let (structure, items, barrier, count, runtime, what) =
+                    (&structure, &items, &barrier, &count, &runtime, &what);
+                s.spawn(move || {
+                    let mut order: Vec<usize> = (0..items.len()).collect();
+                    server::shuffle(&mut order, t + 1);
+                    barrier.wait();
+                    for chunk in order.chunks(97 + 50 * t as usize) {
+                        let mut at: Vec<usize> = chunk.to_vec();
+                        at.extend(chunk.iter().rev());
+                        let batch: Vec<u64> = at.iter().map(|&i| items[i]).collect();
+                        let mut new = Vec::new();
+                        match t {
+                            0 | 1 => {
+                                structure.insert_many(&batch, &mut new).unwrap();
+                            }
+                            2 | 3 => {
+                                runtime
+                                    .block_on(structure.insert_many_async(&batch, &mut new))
+                                    .unwrap();
+                            }
+                            _ => {
+                                for &item in &batch {
+                                    new.push(structure.insert(item).unwrap());
+                                }
+                            }
+                        }
+                        // A repeat within a batch is new at most once, at its first place.
+                        let half = chunk.len();
+                        assert!(new[half..].iter().all(|n| !n), "{what}: a repeat was new");
+                        count(&at, &new);
+                    }
+                });
+            }
+        });
+        for (i, c) in counts.iter().enumerate() {
+            let c = c.load(std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(c, 1, "{what}: item {i} was new {c} times");
+        }
+    }
+}
+
+/// Batch edges: an empty batch answers nothing and appends nothing, in all three structures,
+/// blocking and async; a batch of 100,000 items (repeats included, over every shard) answers
+/// item for item as the local filter and map inserting them one by one.
+#[test]
+fn empty_and_huge_batches_answer_as_one_by_one_inserts() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (what, structure) in all_three(&server, "edges") {
+        let mut new = vec![true];
+        assert_eq!(structure.insert_many(&[], &mut new).unwrap(), 0, "{what}");
+        assert_eq!(
+            runtime
+                .block_on(structure.insert_many_async(&[], &mut new))
+                .unwrap(),
+            0,
+            "{what}"
+        );
+        assert_eq!(new, [true], "{what}");
+    }
+    let items: Vec<u64> = (0..100_000u64).map(|i| (i * 7919) % 60_000).collect();
+    for layout in [Layout::Word, Layout::Line] {
+        let name = format!("huge-{layout:?}");
+        let shared = SharedBloomFilter::builder(&name, 50_000)
+            .layout(layout)
+            .shards(7)
+            .create(&server)
+            .unwrap();
+        let local = seen::AtomicBloomFilter::builder(50_000)
+            .layout(layout)
+            .build()
+            .unwrap();
+        let want: Vec<bool> = items.iter().map(|i| local.insert(i)).collect();
+        let mut new = Vec::new();
+        shared.insert_many(items.iter(), &mut new).unwrap();
+        assert!(new == want, "{name}: the batch differs from one-by-one inserts");
+        let (mut down, mut here) = (Vec::new(), Vec::new());
+        shared.download().unwrap().write_to(&mut down).unwrap();
+        local.write_to(&mut here).unwrap();
+        assert!(down == here, "{name}: the download differs from the local filter");
+    }
+    let map = SharedOverwriteMap::builder("huge-map", 70_000)
+        .shards(7)
+        .create(&server)
+        .unwrap();
+    let local = map.local_twin().unwrap();
+    let want: Vec<bool> = items.iter().map(|i| local.insert(i)).collect();
+    let mut new = Vec::new();
+    map.insert_many(items.iter(), &mut new).unwrap();
+    assert!(new == want, "map: the batch differs from one-by-one inserts");
+}
+
+/// A server that holds writes for longer than the timeout (`CLIENT PAUSE WRITE`, as a
+/// failover does): the blocking and the async insert and the claim fail with an unknown
+/// outcome instead of hanging or answering, and once the server answers again, the same
+/// handles work on fresh connections, where no late reply of a timed-out request is read as
+/// another's (the item is then found, or new once).
+#[test]
+fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_again() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url())
+        .unwrap()
+        .with_timeout(Duration::from_millis(300));
+    let filter = SharedBloomFilter::builder("sleepy", 10_000)
+        .create(&server)
+        .unwrap();
+    let map = SharedOverwriteMap::builder("sleepy-map", 10_000)
+        .create(&server)
+        .unwrap();
+    assert!(filter.insert("warm").unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut control = redis.client();
+    for round in 0..2 {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(60_000)
+            .arg("WRITE")
+            .query(&mut control)
+            .unwrap();
+        let item = format!("asleep-{round}");
+        let result = if round == 0 {
+            filter.insert(item.as_str())
+        } else {
+            runtime.block_on(filter.insert_async(item.as_str()))
+        };
+        match result {
+            Err(err) => assert!(err.is_unknown_outcome(), "{err:?}"),
+            Ok(new) => panic!("an insert to a sleeping server answered {new}"),
+        }
+        let claim = map.claim(&item);
+        assert!(
+            matches!(&claim, Err(e) if e.is_unknown_outcome()),
+            "a claim on a sleeping server answered {claim:?}"
+        );
+        drop(claim);
+        let _: () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut control)
+            .unwrap();
+        // Awake: answers again, consistent with whatever the timed-out write did.
+        // (The timed-out write may have run: this insert may or may not be new.)
+        filter.insert(item.as_str()).unwrap();
+        assert!(!filter.insert(item.as_str()).unwrap());
+        assert!(filter.contains("warm").unwrap());
+        assert!(!runtime.block_on(filter.insert_async("warm")).unwrap());
+        let claimed = map.claim(&item).unwrap();
+        assert!(map.contains(&item).unwrap());
+        if let Some(claim) = claimed {
+            claim.commit();
+        }
+    }
+}

@@ -91,7 +91,11 @@ fn a_shard_cut_short_is_an_error_never_an_answer() {
         .arg(len / 2 - 1)
         .query(&mut client)
         .unwrap();
-    let _: () = redis::cmd("SET").arg(&shard).arg(half).query(&mut client).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&shard)
+        .arg(half)
+        .query(&mut client)
+        .unwrap();
     for result in [count_hits(&filter, &items), count_new(&filter, &items)] {
         match result {
             Err(Error::Corrupt { key, what }) => assert_eq!(key, shard, "{what}"),
@@ -204,7 +208,9 @@ fn distinct_slots(map: &SharedOverwriteMap, n: usize) -> Vec<u64> {
     use seen::hash::ItemHasher;
     let mut slots = std::collections::HashSet::new();
     (0u64..)
-        .filter(|i| slots.insert(seen::MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot()))
+        .filter(|i| {
+            slots.insert(seen::MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot())
+        })
         .take(n)
         .collect()
 }
@@ -398,11 +404,17 @@ fn empty_and_huge_batches_answer_as_one_by_one_inserts() {
         let want: Vec<bool> = items.iter().map(|i| local.insert(i)).collect();
         let mut new = Vec::new();
         shared.insert_many(items.iter(), &mut new).unwrap();
-        assert!(new == want, "{name}: the batch differs from one-by-one inserts");
+        assert!(
+            new == want,
+            "{name}: the batch differs from one-by-one inserts"
+        );
         let (mut down, mut here) = (Vec::new(), Vec::new());
         shared.download().unwrap().write_to(&mut down).unwrap();
         local.write_to(&mut here).unwrap();
-        assert!(down == here, "{name}: the download differs from the local filter");
+        assert!(
+            down == here,
+            "{name}: the download differs from the local filter"
+        );
     }
     let map = SharedOverwriteMap::builder("huge-map", 70_000)
         .shards(7)
@@ -412,7 +424,10 @@ fn empty_and_huge_batches_answer_as_one_by_one_inserts() {
     let want: Vec<bool> = items.iter().map(|i| local.insert(i)).collect();
     let mut new = Vec::new();
     map.insert_many(items.iter(), &mut new).unwrap();
-    assert!(new == want, "map: the batch differs from one-by-one inserts");
+    assert!(
+        new == want,
+        "map: the batch differs from one-by-one inserts"
+    );
 }
 
 /// A server that holds writes for longer than the timeout (`CLIENT PAUSE WRITE`, as a
@@ -453,19 +468,19 @@ fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_a
         };
         match result {
             Err(err) => assert!(err.is_unknown_outcome(), "{err:?}"),
-            Ok(new) => panic!("an insert to a sleeping server answered {new}"),
+            Ok(new) => panic!("an insert to a paused server answered {new}"),
         }
         let claim = map.claim(&item);
         assert!(
             matches!(&claim, Err(e) if e.is_unknown_outcome()),
-            "a claim on a sleeping server answered {claim:?}"
+            "a claim on a paused server answered {claim:?}"
         );
         drop(claim);
         let _: () = redis::cmd("CLIENT")
             .arg("UNPAUSE")
             .query(&mut control)
             .unwrap();
-        // Awake: answers again, consistent with whatever the timed-out write did.
+        // Unpaused: answers again, consistent with whatever the timed-out write did.
         // (The timed-out write may have run: this insert may or may not be new.)
         filter.insert(item.as_str()).unwrap();
         assert!(!filter.insert(item.as_str()).unwrap());

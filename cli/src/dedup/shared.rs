@@ -134,6 +134,9 @@ impl Shared {
         })?;
         let cannot = |e: Error| {
             let hint = match &e {
+                Error::Mismatch { field: "kind", .. } => {
+                    " (the name holds another kind of shared structure: pass another --name)"
+                }
                 Error::Mismatch { .. } => {
                     " (pass the --capacity and --fpr it was created with, or another --name)"
                 }

@@ -730,3 +730,32 @@ fn a_shared_window_past_its_capacity_in_one_period_warns_counting_every_run() {
     );
     assert_eq!(text(&out.stdout), "");
 }
+
+/// A name that holds another kind of structure (a shared map, here its description) is
+/// refused naming both kinds, without the hint about --capacity and --fpr (which cannot help);
+/// a URL of another scheme is refused as unreachable, in one line. Nothing is written.
+#[test]
+fn a_name_of_another_kind_or_an_odd_url_is_refused_plainly() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let _: () = redis::cmd("SET")
+        .arg("seen:{inbox}:meta")
+        .arg("seen-redis/1\nkind=map\nbuckets=1000\nshards=1\nhasher=x\nseed=0\n")
+        .query(&mut server.client())
+        .unwrap();
+    let out = dedup(&url, "inbox", &[], b"a\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has kind map, not bloom"), "{err}");
+    assert!(!err.contains("--capacity"), "{err}");
+    assert!(err.contains("another --name"), "{err}");
+    assert!(out.stdout.is_empty());
+    for odd in ["http://127.0.0.1:1", "redis://", "not a url"] {
+        let out = dedup(odd, "n", &[], b"a\n");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{odd}: {err}");
+        assert!(err.starts_with(&format!("seen: --redis {odd}")), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}

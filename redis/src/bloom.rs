@@ -60,15 +60,19 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///
 /// # The protocol, and why each step is atomic enough
 ///
-/// - **Lookup** (one round trip): per shard touched, `EXISTS` (a lost shard is an error, never
-///   an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an
-///   item. Each command reads a consistent value; an item is reported if every bit is set.
+/// - **Lookup** (one round trip): per shard touched, `STRLEN` (a lost shard, or one cut short,
+///   is an error, never an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that
+///   holds a bit of an item. Each command reads a consistent value; an item is reported if
+///   every bit is set.
 /// - **Insert** (two round trips, the second only for items with a bit unset):
 ///   1. the lookup's read;
 ///   2. per item with a bit unset, `SET u1 o1 1 SET u1 o2 1 ...` over the bits the read found
 ///      unset, all in one `BITFIELD key ...` command, which carries the fields of several items
 ///      of the shard (up to 512 fields). One `BITFIELD` is one atomic command that runs its
 ///      fields in order and returns every old value; the item is new if one of its was 0.
+///      Then, per shard written, a `STRLEN` after its `BITFIELD`s (on its connection, in
+///      order): a shard lost since the read (a `FLUSHALL`, an eviction) was created again by
+///      the `BITFIELD`, short, and the batch fails instead of answering into an empty filter.
 ///
 ///   Exactly one of any number of racing inserts of one new item is told "new", in both
 ///   layouts: bits are only ever set, so the unset bits a client read include every bit still
@@ -169,7 +173,7 @@ impl SharedBloomBuilder {
             None => bytes.div_ceil(DEFAULT_SHARD_BYTES).max(1),
         }
         .min(sizing.blocks);
-        let shards = u32::try_from(shards).unwrap_or(u32::MAX);
+        let shards = u32::try_from(no_empty_shard(sizing.blocks, shards)).unwrap_or(u32::MAX);
         Ok((describe(&sizing, shards, self.seed), sizing, shards))
     }
 
@@ -211,6 +215,13 @@ impl SharedBloomBuilder {
     }
 }
 
+/// The shard count `shards` comes to once no shard is left without a block: shards of
+/// `blocks.div_ceil(shards)` blocks cover the blocks in this many (8 blocks asked in 5 shards
+/// are 4 shards of 2; a fifth would be empty, a key of no bytes).
+fn no_empty_shard(blocks: u64, shards: u64) -> u64 {
+    blocks.div_ceil(blocks.div_ceil(shards.clamp(1, blocks)))
+}
+
 /// The description of a filter.
 fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
     Meta::new("bloom")
@@ -236,6 +247,16 @@ fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
         .with("seed", seed)
 }
 
+/// The write of a batch: where each item's old values are, then the shards whose `STRLEN`s follow.
+struct Write {
+    /// Per item written, where its old values are.
+    written: Vec<Written>,
+    /// How many `BITFIELD` commands come first.
+    commands: usize,
+    /// The shards written, in the order of their `STRLEN`s after the `BITFIELD`s.
+    shards: Vec<usize>,
+}
+
 /// Where one item's bits are on the server.
 struct Located {
     shard: usize,
@@ -258,8 +279,8 @@ struct Written {
 struct Read {
     /// Per item, per word of its block with a bit: (reply index, position in the reply).
     at: Vec<Vec<(usize, usize)>>,
-    /// Per shard touched, the reply index of its `EXISTS`.
-    exists: Vec<(usize, usize)>,
+    /// Per shard touched, the reply index of its `STRLEN`.
+    lengths: Vec<(usize, usize)>,
 }
 
 impl SharedBloomFilter {
@@ -337,7 +358,10 @@ impl SharedBloomFilter {
                 requested: want,
             });
         }
-        if shards == 0 || u64::from(shards) > sizing.blocks {
+        if shards == 0
+            || u64::from(shards) > sizing.blocks
+            || no_empty_shard(sizing.blocks, u64::from(shards)) != u64::from(shards)
+        {
             return Err(Error::corrupt(
                 &names::meta(name),
                 format!("{shards} shards"),
@@ -418,7 +442,7 @@ impl SharedBloomFilter {
         }
     }
 
-    /// The read of `items`: `EXISTS` and `BITFIELD_RO ... GET i64` per shard touched.
+    /// The read of `items`: `STRLEN` and `BITFIELD_RO ... GET i64` per shard touched.
     fn read_batch(&self, items: &[Located]) -> (Batch, Read) {
         // Per shard: its GETs so far, cut into commands of MAX_FIELDS.
         let mut per_shard: Vec<Vec<Vec<u64>>> = vec![Vec::new(); self.keys.len()];
@@ -442,14 +466,14 @@ impl SharedBloomFilter {
         }
         let mut batch = Batch::default();
         let mut first_cmd = vec![0; self.keys.len()];
-        let mut exists = Vec::new();
+        let mut lengths = Vec::new();
         for (s, gets) in per_shard.iter().enumerate() {
             if gets.is_empty() {
                 continue;
             }
             let k = batch.key(&self.keys[s]);
-            exists.push((s, batch.len()));
-            let mut cmd = redis::cmd("EXISTS");
+            lengths.push((s, batch.len()));
+            let mut cmd = redis::cmd("STRLEN");
             cmd.arg(&self.keys[s]);
             batch.push(k, cmd);
             first_cmd[s] = batch.len();
@@ -470,7 +494,32 @@ impl SharedBloomFilter {
                     .collect()
             })
             .collect();
-        (batch, Read { at, exists })
+        (batch, Read { at, lengths })
+    }
+
+    /// `Ok` if `reply`, a `STRLEN` of shard `s`, is the shard's full length: a shard that is
+    /// gone is [`Error::Missing`], one of another length [`Error::Corrupt`] (its bits past the
+    /// end would read as zeros: items told new again).
+    fn check_length(&self, s: usize, reply: Option<&Value>) -> Result<(), Error> {
+        let want = self.shard_words(s) * 8;
+        match reply {
+            Some(Value::Int(n)) if u64::try_from(*n) == Ok(want) => Ok(()),
+            Some(Value::Int(0)) => Err(Error::Missing {
+                name: self.name.clone(),
+                key: self.keys[s].clone(),
+            }),
+            Some(Value::Int(n)) => Err(Error::corrupt(
+                &self.keys[s],
+                format!(
+                    "{n} bytes, not {want}: the shard was cut short, or lost and written again \
+                     by an insert (create the filter again to start it empty)"
+                ),
+            )),
+            other => Err(Error::corrupt(
+                &self.keys[s],
+                format!("STRLEN answered {other:?}"),
+            )),
+        }
     }
 
     /// Each item's words (as many as its block has; the words with no bit of it are 0).
@@ -480,22 +529,8 @@ impl SharedBloomFilter {
         read: &Read,
         replies: &[Value],
     ) -> Result<Vec<[u64; 8]>, Error> {
-        for &(s, i) in &read.exists {
-            match replies.get(i) {
-                Some(Value::Int(1)) => {}
-                Some(Value::Int(0)) => {
-                    return Err(Error::Missing {
-                        name: self.name.clone(),
-                        key: self.keys[s].clone(),
-                    });
-                }
-                other => {
-                    return Err(Error::corrupt(
-                        &self.keys[s],
-                        format!("EXISTS answered {other:?}"),
-                    ));
-                }
-            }
+        for &(s, i) in &read.lengths {
+            self.check_length(s, replies.get(i))?;
         }
         let mut words = Vec::with_capacity(items.len());
         for (item, places) in items.iter().zip(&read.at) {
@@ -533,13 +568,16 @@ impl SharedBloomFilter {
     /// The write of the items whose bits `words` do not all hold: per shard, `BITFIELD`
     /// commands of `SET u1 offset 1` fields for the bits that were unset, up to [`MAX_FIELDS`]
     /// per command and every item's fields in one command (so that its bits are set
-    /// atomically). Returns the batch and, per item written, where its old values are.
+    /// atomically); then a `STRLEN` of each shard written, after all its `BITFIELD`s (a
+    /// `BITFIELD` creates a key that is gone: a shard lost since the read comes back short, and
+    /// the batch must not answer). Returns the batch and where each item's old values are; the
+    /// `STRLEN`s follow the `BITFIELD`s, one per shard written in [`Write::shards`] order.
     ///
     /// Many items per command rather than one each (measured with `benches/redis.rs`): the
     /// client's instructions per new item fell from 16.8k to 10.2k (callgrind, 20k ids), its
     /// CPU from 1.95 to 1.15 us per item (200k ids), with fewer commands to build, copy and
     /// parse; the server's time in `BITFIELD` per item did not grow.
-    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Vec<Written>) {
+    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Write) {
         let mut batch = Batch::default();
         let mut written = Vec::new();
         // Per shard: its open command (fields so far) and its index among `cmds`.
@@ -586,24 +624,45 @@ impl SharedBloomFilter {
             });
         }
         let mut shard_key = vec![usize::MAX; self.keys.len()];
+        let commands = cmds.len();
         for (shard, cmd) in cmds {
             if shard_key[shard] == usize::MAX {
                 shard_key[shard] = batch.key(&self.keys[shard]);
             }
             batch.push(shard_key[shard], cmd);
         }
-        (batch, written)
+        let mut shards = Vec::new();
+        for (s, &k) in shard_key.iter().enumerate() {
+            if k != usize::MAX {
+                let mut cmd = redis::cmd("STRLEN");
+                cmd.arg(&self.keys[s]);
+                batch.push(k, cmd);
+                shards.push(s);
+            }
+        }
+        (
+            batch,
+            Write {
+                written,
+                commands,
+                shards,
+            },
+        )
     }
 
     /// The answers: an item is new if its write found one of its bits unset.
     fn after_write(
         &self,
         items: &[Located],
-        written: &[Written],
+        write: &Write,
         replies: &[Value],
     ) -> Result<Vec<bool>, Error> {
+        let lengths = replies.get(write.commands..).unwrap_or_default();
+        for (k, &s) in write.shards.iter().enumerate() {
+            self.check_length(s, lengths.get(k))?;
+        }
         let mut new = vec![false; items.len()];
-        for w in written {
+        for w in &write.written {
             let old = match replies.get(w.reply) {
                 Some(Value::Array(old)) => old.get(w.first..w.first + w.fields),
                 _ => None,
@@ -647,8 +706,8 @@ impl SharedBloomFilter {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
-        let (batch, written) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &written, &self.server.run(&batch)?)?;
+        let (batch, write) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &write, &self.server.run(&batch)?)?;
         Ok(append(new, answers))
     }
 
@@ -665,8 +724,8 @@ impl SharedBloomFilter {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
         let (batch, read) = self.read_batch(&items);
         let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
-        let (batch, written) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &written, &self.server.run_async(&batch).await?)?;
+        let (batch, write) = self.write_batch(&items, &words);
+        let answers = self.after_write(&items, &write, &self.server.run_async(&batch).await?)?;
         Ok(append(new, answers))
     }
 

@@ -330,8 +330,11 @@ impl Server {
         let replies = match &mut conn {
             SyncConnection::Single(conn) => batch.pipeline().query::<Vec<Value>>(conn),
             // The cluster pipeline refuses commands it cannot route in general (`RENAME`,
-            // `PING`, ...): a batch of one command runs as that command, routed by its key.
-            SyncConnection::Cluster(conn) if batch.len() == 1 => batch.cmds[0]
+            // `PING`, ...): a batch of one command runs as that command, routed by its key
+            // (a script as `EVAL`, as in a pipeline: its `NOSCRIPT` would come back as an
+            // error, not as a reply to send again).
+            SyncConnection::Cluster(conn) if batch.len() == 1 => batch
+                .cluster_cmd(0)
                 .query::<Value>(&mut **conn)
                 .map(|reply| vec![reply]),
             SyncConnection::Cluster(conn) => {

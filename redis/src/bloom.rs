@@ -150,7 +150,8 @@ impl SharedBloomBuilder {
 
     /// The number of string keys the bits are cut into (default: one per 64 MiB, at least
     /// one). More shards spread a filter over a cluster's nodes; each shard is one key. Raised
-    /// if a shard would pass 512 MiB, the most one string can address.
+    /// if a shard would pass 512 MiB, the most one string can address; lowered to 16,384 (a
+    /// cluster's slots) and so that no shard is empty.
     pub fn shards(mut self, shards: u32) -> Self {
         self.shards = Some(shards.max(1));
         self
@@ -167,13 +168,18 @@ impl SharedBloomBuilder {
         let sizing = blocked(self.capacity, self.fpr, self.layout)?;
         let block_bytes = u64::from(self.layout.block_bits() / 8);
         let bytes = sizing.blocks * block_bytes;
+        let asked = match self.shards {
+            Some(asked) => u64::from(asked),
+            None => bytes.div_ceil(DEFAULT_SHARD_BYTES),
+        };
         let least = bytes.div_ceil(MAX_SHARD_BYTES);
-        let shards = match self.shards {
-            Some(asked) => u64::from(asked).max(least),
-            None => bytes.div_ceil(DEFAULT_SHARD_BYTES).max(1),
-        }
-        .min(sizing.blocks);
-        let shards = u32::try_from(no_empty_shard(sizing.blocks, shards)).unwrap_or(u32::MAX);
+        let shards = names::shard_count(
+            asked,
+            least,
+            sizing.blocks,
+            "bits",
+            names::MAX_SHARDS * MAX_SHARD_BYTES * 8,
+        )?;
         Ok((describe(&sizing, shards, self.seed), sizing, shards))
     }
 
@@ -359,7 +365,7 @@ impl SharedBloomFilter {
             });
         }
         if shards == 0
-            || u64::from(shards) > sizing.blocks
+            || u64::from(shards) > sizing.blocks.min(names::MAX_SHARDS)
             || no_empty_shard(sizing.blocks, u64::from(shards)) != u64::from(shards)
         {
             return Err(Error::corrupt(
@@ -906,14 +912,17 @@ impl SharedBloomFilter {
 
     /// Creates a filter called `name` holding exactly `local`'s bits: the same sizing, the same
     /// hasher seed, word for word. The filter appears to other processes (by
-    /// [`open`](Self::open)) only with all its bits: they are written under temporary keys
-    /// first, then the description is created, then the keys are renamed into place.
+    /// [`open`](Self::open)) only with all its bits: they are written under temporary keys of
+    /// this upload first, then ORed into the shards (`BITOP OR`, atomic per shard), and only
+    /// then is the description created.
     ///
     /// # Errors
     ///
-    /// [`Error::Exists`] if the name is taken (an upload never merges into or overwrites a
-    /// filter); [`Error::Mismatch`] if `local`'s hasher is not the [`StableHasher`]; the
-    /// server's errors.
+    /// [`Error::Exists`] if the name is taken: an upload never overwrites a filter. (Only a
+    /// create of the same name racing the upload can see the uploaded bits: they are then ORed
+    /// into its filter, a union, and the upload still answers `Exists`.)
+    /// [`Error::Mismatch`] if a structure of other parameters was created under the name
+    /// meanwhile; the server's errors.
     pub fn upload(
         server: &Server,
         name: &str,
@@ -933,9 +942,16 @@ impl SharedBloomFilter {
                 name: name.to_owned(),
             });
         }
-        let temp: Vec<String> = (0..shards)
-            .map(|s| names::shard(name, s, "upload"))
-            .collect();
+        // Temporary keys of this upload only (two uploads racing for one name must not
+        // delete each other's), in each shard's slot.
+        let tag = format!(
+            "upload-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let temp: Vec<String> = (0..shards).map(|s| names::shard(name, s, &tag)).collect();
         for (s, key) in temp.iter().enumerate() {
             let words = filter.shard_words(s);
             let first = s as u64 * filter.blocks_per_shard * filter.words_per_block();
@@ -966,30 +982,36 @@ impl SharedBloomFilter {
             }
             server.run(&batch)?;
         }
-        if !meta::create(server, name, &meta)? {
-            let mut batch = Batch::default();
-            for key in &temp {
-                let k = batch.key(key);
-                batch.push(k, {
-                    let mut c = redis::cmd("DEL");
-                    c.arg(key);
+        // Into the shards with `BITOP OR`, not `RENAME`: a create of the same name racing the
+        // upload may have grown the shards and inserted into them, and an OR keeps its bits.
+        // One command per request: a cluster pipeline refuses commands of two keys (these
+        // share a slot). The description comes last, so that no process opens the filter
+        // before all its bits are in.
+        for (key, temp) in filter.keys.iter().zip(&temp) {
+            for cmd in [
+                {
+                    let mut c = redis::cmd("BITOP");
+                    c.arg("OR").arg(key).arg(key).arg(temp);
                     c
-                });
+                },
+                {
+                    let mut c = redis::cmd("DEL");
+                    c.arg(temp);
+                    c
+                },
+            ] {
+                let mut batch = Batch::default();
+                let k = batch.key(key);
+                batch.push(k, cmd);
+                server.run(&batch)?;
             }
-            server.run(&batch)?;
+        }
+        if !meta::create(server, name, &meta)? {
+            // Created meanwhile with the same parameters (a mismatch is an error above): the
+            // upload's bits are in it, as a union.
             return Err(Error::Exists {
                 name: name.to_owned(),
             });
-        }
-        // One `RENAME` per request: a cluster pipeline refuses it (the client cannot route a
-        // command of two keys in general; these two share a slot).
-        for (key, temp) in filter.keys.iter().zip(&temp) {
-            let mut batch = Batch::default();
-            let k = batch.key(key);
-            let mut cmd = redis::cmd("RENAME");
-            cmd.arg(temp).arg(key);
-            batch.push(k, cmd);
-            server.run(&batch)?;
         }
         Ok(filter)
     }

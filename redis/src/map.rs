@@ -206,7 +206,7 @@ pub struct SharedMapBuilder {
 impl SharedMapBuilder {
     /// The number of string keys the slots are cut into (default: one per 64 MiB of slots, at
     /// least one). More shards spread a map over a cluster's nodes. Raised if a shard would pass
-    /// 512 MiB, lowered to the bucket count.
+    /// 512 MiB, lowered to 16,384 (a cluster's slots) and to the bucket count.
     pub fn shards(mut self, shards: u32) -> Self {
         self.shards = Some(shards.max(1));
         self
@@ -226,16 +226,17 @@ impl SharedMapBuilder {
         }
         let least = buckets.div_ceil(MAX_SHARD_SLOTS);
         let asked = match self.shards {
-            Some(asked) => u64::from(asked).max(least),
-            None => buckets.div_ceil(DEFAULT_SHARD_SLOTS).max(1),
+            Some(asked) => u64::from(asked),
+            None => buckets.div_ceil(DEFAULT_SHARD_SLOTS),
         };
         // No empty shard: as many shards as runs of `per` slots cover the buckets.
-        let per = buckets.div_ceil(asked.min(buckets));
-        let shards = u32::try_from(buckets.div_ceil(per)).map_err(|_| seen::Error::TooLarge {
-            what: "buckets",
-            requested: buckets as f64,
-            limit: u64::from(u32::MAX) * MAX_SHARD_SLOTS,
-        })?;
+        let shards = names::shard_count(
+            asked,
+            least,
+            buckets,
+            "buckets",
+            names::MAX_SHARDS * MAX_SHARD_SLOTS,
+        )?;
         Ok((buckets, shards, describe(buckets, shards, self.seed)))
     }
 
@@ -363,7 +364,7 @@ impl SharedOverwriteMap {
             });
         }
         let key = names::meta(name);
-        if buckets == 0 || shards == 0 || u64::from(shards) > buckets {
+        if buckets == 0 || shards == 0 || u64::from(shards) > buckets.min(names::MAX_SHARDS) {
             return Err(Error::corrupt(
                 &key,
                 format!("{buckets} buckets in {shards} shards"),

@@ -5,6 +5,37 @@
 
 use crate::Error;
 
+/// The most shards a structure is cut into: a Redis Cluster's slot count (more shards could not
+/// spread further), and a bound on the keys a handle names and a create makes.
+pub(crate) const MAX_SHARDS: u64 = 16_384;
+
+/// `asked` shards (or the default), at least `least` (what keeps each shard under its size
+/// limit) and at most [`MAX_SHARDS`] and `units` (so that no shard is empty: as many shards as
+/// runs of `ceil(units / shards)` units cover the units).
+///
+/// # Errors
+///
+/// [`seen::Error::TooLarge`] if even [`MAX_SHARDS`] shards would pass the size limit.
+pub(crate) fn shard_count(
+    asked: u64,
+    least: u64,
+    units: u64,
+    what: &'static str,
+    limit: u64,
+) -> Result<u32, Error> {
+    if least > MAX_SHARDS {
+        return Err(seen::Error::TooLarge {
+            what,
+            requested: units as f64,
+            limit,
+        }
+        .into());
+    }
+    let shards = asked.clamp(least.max(1), MAX_SHARDS).min(units.max(1));
+    let per = units.div_ceil(shards).max(1);
+    Ok(units.div_ceil(per).max(1) as u32)
+}
+
 /// The longest name accepted, in bytes.
 const MAX_NAME: usize = 200;
 

@@ -45,7 +45,8 @@ struct Inner {
 
 enum Target {
     Single(Client),
-    Cluster(Box<ClusterClient>),
+    /// The client, and the nodes it was built from (to build it again with another timeout).
+    Cluster(Box<ClusterClient>, Vec<String>),
 }
 
 enum SyncConnection {
@@ -63,7 +64,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let target = match &self.inner.target {
             Target::Single(client) => format!("{:?}", client.get_connection_info().addr()),
-            Target::Cluster(_) => "cluster".to_owned(),
+            Target::Cluster(..) => "cluster".to_owned(),
         };
         f.debug_struct("Server")
             .field("target", &target)
@@ -79,6 +80,8 @@ pub(crate) struct Batch {
     cmds: Vec<Cmd>,
     keys: Vec<usize>,
     names: Vec<String>,
+    /// Each name's index in `names`.
+    index: std::collections::HashMap<String, usize>,
     /// Per script pushed by [`push_script`](Batch::push_script): its command's index and the
     /// same invocation as `EVAL` (the script's text), for a server that answers `NOSCRIPT`.
     evals: Vec<(usize, Cmd)>,
@@ -87,10 +90,11 @@ pub(crate) struct Batch {
 impl Batch {
     /// Names `key` once; the returned index is what [`push`](Self::push) takes.
     pub(crate) fn key(&mut self, key: &str) -> usize {
-        if let Some(i) = self.names.iter().rposition(|k| k == key) {
+        if let Some(&i) = self.index.get(key) {
             return i;
         }
         self.names.push(key.to_owned());
+        self.index.insert(key.to_owned(), self.names.len() - 1);
         self.names.len() - 1
     }
 
@@ -227,18 +231,8 @@ impl Server {
         S: AsRef<str>,
     {
         let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_owned()).collect();
-        let first = nodes.first().cloned().unwrap_or_default();
-        // `retries(0)`: the client would otherwise send a request again after an input/output
-        // error, when it may have run, and an insert that ran twice answers "not new" to
-        // everyone: the caller must see the unknown outcome instead. (Redirections, MOVED and
-        // ASK, are answers that the command did not run, and the client still follows them.)
-        let client = ClusterClient::builder(nodes)
-            .connection_timeout(DEFAULT_TIMEOUT)
-            .response_timeout(DEFAULT_TIMEOUT)
-            .retries(0)
-            .build()
-            .map_err(|e| Error::from_redis(&first, e))?;
-        let server = Self::with_target(Target::Cluster(Box::new(client)));
+        let client = cluster_client(&nodes, DEFAULT_TIMEOUT)?;
+        let server = Self::with_target(Target::Cluster(Box::new(client), nodes));
         server.check()?;
         Ok(server)
     }
@@ -248,7 +242,10 @@ impl Server {
     pub fn with_timeout(self, timeout: Duration) -> Self {
         let target = match &self.inner.target {
             Target::Single(client) => Target::Single(client.clone()),
-            Target::Cluster(client) => Target::Cluster(client.clone()),
+            Target::Cluster(client, nodes) => Target::Cluster(
+                Box::new(cluster_client(nodes, timeout).unwrap_or_else(|_| (**client).clone())),
+                nodes.clone(),
+            ),
         };
         let mut server = Self::with_target(target);
         std::sync::Arc::get_mut(&mut server.inner)
@@ -292,7 +289,7 @@ impl Server {
 
     /// Whether this is a cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.inner.target, Target::Cluster(_))
+        matches!(self.inner.target, Target::Cluster(..))
     }
 
     fn connect(&self, key: &str) -> Result<SyncConnection, Error> {
@@ -305,7 +302,7 @@ impl Server {
                 conn.set_write_timeout(Some(timeout)).map_err(err)?;
                 SyncConnection::Single(conn)
             }
-            Target::Cluster(client) => {
+            Target::Cluster(client, _) => {
                 SyncConnection::Cluster(Box::new(client.get_connection().map_err(err)?))
             }
         })
@@ -395,7 +392,7 @@ impl Server {
                         .map_err(err)?,
                 )
             }
-            Target::Cluster(client) => {
+            Target::Cluster(client, _) => {
                 AsyncConnection::Cluster(client.get_async_connection().await.map_err(err)?)
             }
         })
@@ -480,4 +477,21 @@ impl Server {
             }
         }
     }
+}
+
+/// A cluster client for `nodes` whose requests wait at most `timeout`.
+///
+/// `retries(0)`: the client would otherwise send a request again after an input/output error,
+/// when it may have run, and an insert that ran twice answers "not new" to everyone: the caller
+/// must see the unknown outcome instead. With no retries a redirection (`MOVED`, `ASK`, while
+/// slots move) fails the request too; the connection is then dropped, and the caller's retry
+/// opens one that reads the new slot map.
+fn cluster_client(nodes: &[String], timeout: Duration) -> Result<ClusterClient, Error> {
+    let first = nodes.first().cloned().unwrap_or_default();
+    ClusterClient::builder(nodes.to_vec())
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(0)
+        .build()
+        .map_err(|e| Error::from_redis(&first, e))
 }

@@ -306,6 +306,11 @@ impl SharedWindowBuilder {
 
     /// The period, at whose multiples since the Unix epoch a new generation starts (default a
     /// day: midnight UTC). At least a millisecond (expiries are in milliseconds).
+    ///
+    /// Exactly-once inserts need every client within one generation of the others: on the
+    /// server's time they agree within about a round trip (and the local clock's drift over
+    /// the 10 minutes between readings of `TIME`), so keep the period far above that, a second
+    /// or more; with a shorter one, two clients around a boundary can both be told "new".
     pub fn period(mut self, period: Duration) -> Self {
         self.period = period;
         self
@@ -320,7 +325,8 @@ impl SharedWindowBuilder {
     }
 
     /// The number of shards each generation is cut into (default: one per 64 MiB of a
-    /// generation, at least one), each a key of its own; raised if a shard would pass 512 MiB.
+    /// generation, at least one), each a key of its own; raised if a shard would pass 512 MiB,
+    /// lowered to 16,384 (a cluster's slots) and so that no shard is empty.
     pub fn shards(mut self, shards: u32) -> Self {
         self.shards = Some(shards.max(1));
         self
@@ -344,18 +350,24 @@ impl SharedWindowBuilder {
         let period_ns = period_nanos(self.period)?;
         let block_bytes = u64::from(self.layout.block_bits() / 8);
         let bytes = generation.blocks * block_bytes;
+        let asked = match self.shards {
+            Some(asked) => u64::from(asked),
+            None => bytes.div_ceil(DEFAULT_SHARD_BYTES),
+        };
         let least = bytes.div_ceil(MAX_SHARD_BYTES);
-        let shards = match self.shards {
-            Some(asked) => u64::from(asked).max(least),
-            None => bytes.div_ceil(DEFAULT_SHARD_BYTES).max(1),
-        }
-        .min(generation.blocks);
+        let shards = names::shard_count(
+            asked,
+            least,
+            generation.blocks,
+            "bits",
+            names::MAX_SHARDS * MAX_SHARD_BYTES * 8,
+        )?;
         Ok(Params {
             generation,
             fpr: self.fpr,
             periods: self.periods,
             period_ns,
-            shards: u32::try_from(shards).unwrap_or(u32::MAX),
+            shards,
             seed: self.seed,
         })
     }
@@ -602,7 +614,10 @@ impl SharedWindowedFilter {
         let shards: u32 = stored.get(name, "shards")?;
         let seed = stored.get(name, "seed")?;
         let generation = generation_sizing(capacity, periods, fpr, layout)?;
-        if period_ns < 1_000_000 || shards == 0 || u64::from(shards) > generation.blocks {
+        if period_ns < 1_000_000
+            || shards == 0
+            || u64::from(shards) > generation.blocks.min(names::MAX_SHARDS)
+        {
             return Err(Error::corrupt(
                 &names::meta(name),
                 format!("period {period_ns} ns, {shards} shards"),
@@ -740,7 +755,11 @@ impl SharedWindowedFilter {
     fn moment(&self, time: Duration) -> Now {
         let nanos = time.as_nanos();
         Now {
-            generation: u64::try_from(nanos / u128::from(self.period_ns)).unwrap_or(u64::MAX),
+            // At most 2^63 (292 million years of 1 ms periods), so that the generations
+            // around it (`g + 2`, `g + n + 2`) never overflow, whatever time a clock gives.
+            generation: u64::try_from(nanos / u128::from(self.period_ns))
+                .unwrap_or(u64::MAX)
+                .min(1 << 63),
             nanos,
         }
     }

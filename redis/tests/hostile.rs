@@ -493,3 +493,45 @@ fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_a
         }
     }
 }
+
+/// A shard count asked past a cluster's 16,384 slots is lowered to them (a map of a million
+/// buckets asked in `u32::MAX` shards names 16,384 keys, not a million), and a filter's too.
+#[test]
+fn a_huge_shard_count_is_lowered_to_the_slot_count() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("many", 1_000_000u64)
+        .shards(u32::MAX)
+        .create(&server)
+        .unwrap();
+    // 62 buckets a shard (1e6 / 16,384, up): 16,130 shards cover them, none empty.
+    assert_eq!(map.keys().len(), 16_130);
+    assert!(map.insert("a").unwrap());
+    assert!(!map.insert("a").unwrap());
+    let filter = SharedBloomFilter::builder("many-bits", 10_000_000)
+        .shards(u32::MAX)
+        .create(&server)
+        .unwrap();
+    assert!(filter.keys().len() <= 16_384, "{}", filter.keys().len());
+    let items: Vec<u64> = (0..1000).collect();
+    let mut new = Vec::new();
+    assert_eq!(filter.insert_many(items.iter(), &mut new).unwrap(), 1000);
+}
+
+/// A clock at the end of time (`Duration::MAX`, which a `ManualClock` reads as 2^64 - 1 ns)
+/// neither panics nor wraps: inserts and lookups still answer.
+#[test]
+fn a_windowed_clock_at_the_end_of_time_still_answers() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let filter = SharedWindowedFilter::builder("end", 1000)
+        .periods(2)
+        .period(Duration::from_secs(60))
+        .clock(ManualClock::new(Duration::MAX))
+        .create(&server)
+        .unwrap();
+    assert_eq!(filter.generation().unwrap(), u64::MAX / 60_000_000_000);
+    assert!(filter.insert("x").unwrap());
+    assert!(filter.contains("x").unwrap());
+    assert!(!filter.insert("x").unwrap());
+}

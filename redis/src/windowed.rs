@@ -36,7 +36,7 @@ const RESYNC: Duration = Duration::from_secs(600);
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours;
 /// `ARGV[1]` the expiry in milliseconds; then per item, per key in order, a count and that
 /// many bit offsets (the item's bits that the read found unset in that key). Returns one
-/// integer per item: 1 if new. Its atomicity argument is in the module docs.
+/// integer per item: 1 if new. Its atomicity argument is in [`SharedWindowedFilter`]'s docs.
 const INSERT_SCRIPT: &str = r"
 local present = {}
 for k = 2, #KEYS do present[k] = redis.call('EXISTS', KEYS[k]) == 1 end

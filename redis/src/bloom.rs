@@ -8,6 +8,7 @@
 
 use std::hash::Hash;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use redis::{Cmd, Value};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
@@ -47,7 +48,7 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   of its items, so no item is ever reported new when its write is unknown. Retrying is
 ///   safe ([`Error`] says what a retry answers).
 /// - **Round trips**: a lookup or a batch of lookups, one; an insert or a batch of inserts,
-///   two (the second only if some item has a bit unset).
+///   two, or one after a batch whose items were mostly new (see "Insert" below).
 ///
 /// # Where the bits are
 ///
@@ -64,8 +65,14 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   is an error, never an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that
 ///   holds a bit of an item. Each command reads a consistent value; an item is reported if
 ///   every bit is set.
-/// - **Insert** (two round trips, the second only for items with a bit unset):
-///   1. the lookup's read;
+/// - **Insert** (two round trips, the second only for items with a bit unset; one after a
+///   mostly new batch):
+///   1. the lookup's read; skipped when most items of the handle's previous insert batch were
+///      new (a new item has most of its bits unset, and the read would only cost a round
+///      trip): every bit of every item then counts as unset, and the write's pipeline starts
+///      with a `STRLEN` of each shard it writes, so that a shard lost since is found as the
+///      read would find it (the write re-created it short: the client deletes it again, and the
+///      batch fails with [`Error::Missing`]);
 ///   2. per item with a bit unset, `SET u1 o1 1 SET u1 o2 1 ...` over the bits the read found
 ///      unset, all in one `BITFIELD key ...` command, which carries the fields of several items
 ///      of the shard (up to 512 fields). One `BITFIELD` is one atomic command that runs its
@@ -81,12 +88,14 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   it set one; every later one (from another client, or the same item again later in the
 ///   batch) finds all its bits set and answers "not new". (The local line layout can tell two
 ///   racers "new", since it sets 8 words one after another; on the server one command sets
-///   them all.) An item whose bits
-///   were all set at the read is "not new" with no write: an insert of it had completed, or it
-///   is a false positive, as locally.
+///   them all.) An item whose bits were all set at the read is "not new" with no write: an
+///   insert of it had completed, or it is a false positive, as locally. A write without a read
+///   sends all the item's bits, a superset of those unset when it runs: the same argument
+///   holds, for racers with and without a read alike.
 /// - A batch sends every shard's commands in one pipeline (a cluster client splits it by node),
-///   so a batch of any size is one or two round trips. Only the bits that are missing are
-///   written: writes cost the server per bit, and a repeated item costs only its read.
+///   so a batch of any size is one or two round trips. After a read only the bits that are
+///   missing are written: writes cost the server per bit, and a repeated item costs only its
+///   read.
 ///
 /// What a failover can lose: replication is asynchronous, so bits acknowledged by a primary
 /// that fails before its replicas copy them are lost (`WAIT` after a batch is the lever).
@@ -111,6 +120,9 @@ pub struct SharedBloomFilter {
     hasher: StableHasher,
     keys: Vec<String>,
     blocks_per_shard: u64,
+    /// Whether most items of the last insert batch were new: the next batch then writes every
+    /// bit at once, without the read (see "Insert" above).
+    mostly_new: AtomicBool,
 }
 
 impl std::fmt::Debug for SharedBloomFilter {
@@ -257,7 +269,9 @@ fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
 struct Write {
     /// Per item written, where its old values are.
     written: Vec<Written>,
-    /// How many `BITFIELD` commands come first.
+    /// How many `STRLEN`s come before the `BITFIELD`s (one per shard written, or none).
+    before: usize,
+    /// How many commands come before the `STRLEN`s after the `BITFIELD`s.
     commands: usize,
     /// The shards written, in the order of their `STRLEN`s after the `BITFIELD`s.
     shards: Vec<usize>,
@@ -385,6 +399,7 @@ impl SharedBloomFilter {
             hasher: StableHasher::with_seed(seed),
             keys: (0..shards).map(|s| names::shard(name, s, "bits")).collect(),
             blocks_per_shard,
+            mostly_new: AtomicBool::new(false),
         }
     }
 
@@ -583,7 +598,12 @@ impl SharedBloomFilter {
     /// client's instructions per new item fell from 16.8k to 10.2k (callgrind, 20k ids), its
     /// CPU from 1.95 to 1.15 us per item (200k ids), with fewer commands to build, copy and
     /// parse; the server's time in `BITFIELD` per item did not grow.
-    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Write) {
+    fn write_batch(
+        &self,
+        items: &[Located],
+        words: &[[u64; 8]],
+        check_first: bool,
+    ) -> (Batch, Write) {
         let mut batch = Batch::default();
         let mut written = Vec::new();
         // Per shard: its open command (fields so far) and its index among `cmds`.
@@ -630,30 +650,63 @@ impl SharedBloomFilter {
             });
         }
         let mut shard_key = vec![usize::MAX; self.keys.len()];
-        let commands = cmds.len();
-        for (shard, cmd) in cmds {
-            if shard_key[shard] == usize::MAX {
-                shard_key[shard] = batch.key(&self.keys[shard]);
+        for (shard, _) in &cmds {
+            if shard_key[*shard] == usize::MAX {
+                shard_key[*shard] = batch.key(&self.keys[*shard]);
             }
+        }
+        let shards: Vec<usize> = (0..self.keys.len())
+            .filter(|&s| shard_key[s] != usize::MAX)
+            .collect();
+        let strlen = |s: usize| {
+            let mut cmd = redis::cmd("STRLEN");
+            cmd.arg(&self.keys[s]);
+            cmd
+        };
+        let before = if check_first { shards.len() } else { 0 };
+        if check_first {
+            for &s in &shards {
+                batch.push(shard_key[s], strlen(s));
+            }
+        }
+        let commands = before + cmds.len();
+        for (shard, cmd) in cmds {
             batch.push(shard_key[shard], cmd);
         }
-        let mut shards = Vec::new();
-        for (s, &k) in shard_key.iter().enumerate() {
-            if k != usize::MAX {
-                let mut cmd = redis::cmd("STRLEN");
-                cmd.arg(&self.keys[s]);
-                batch.push(k, cmd);
-                shards.push(s);
-            }
+        for &s in &shards {
+            batch.push(shard_key[s], strlen(s));
         }
         (
             batch,
             Write {
                 written,
+                before,
                 commands,
                 shards,
             },
         )
+    }
+
+    /// A write without a read (`Write::before` > 0) re-creates a shard that is gone (a
+    /// `BITFIELD` creates its key): the `DEL`s of the shards that were missing before the
+    /// write and are still short after it, so that the loss stays [`Error::Missing`] for every
+    /// client rather than a short key. (A create of the filter that grows the shard between
+    /// this write and its `DEL` loses it again: reported as missing, never answered from.)
+    fn recreated(&self, write: &Write, replies: &[Value]) -> Batch {
+        let mut batch = Batch::default();
+        let lengths = replies.get(write.commands..).unwrap_or_default();
+        for (k, &s) in write.shards.iter().enumerate().take(write.before) {
+            let full = self.shard_words(s) * 8;
+            let was_missing = matches!(replies.get(k), Some(Value::Int(0)));
+            let short = matches!(lengths.get(k), Some(Value::Int(n)) if u64::try_from(*n).is_ok_and(|n| n < full));
+            if was_missing && short {
+                let key = batch.key(&self.keys[s]);
+                let mut cmd = redis::cmd("DEL");
+                cmd.arg(&self.keys[s]);
+                batch.push(key, cmd);
+            }
+        }
+        batch
     }
 
     /// The answers: an item is new if its write found one of its bits unset.
@@ -663,20 +716,26 @@ impl SharedBloomFilter {
         write: &Write,
         replies: &[Value],
     ) -> Result<Vec<bool>, Error> {
+        for (k, &s) in write.shards.iter().enumerate().take(write.before) {
+            self.check_length(s, replies.get(k))?;
+        }
         let lengths = replies.get(write.commands..).unwrap_or_default();
         for (k, &s) in write.shards.iter().enumerate() {
             self.check_length(s, lengths.get(k))?;
         }
         let mut new = vec![false; items.len()];
         for w in &write.written {
-            let old = match replies.get(w.reply) {
+            let old = match replies.get(write.before + w.reply) {
                 Some(Value::Array(old)) => old.get(w.first..w.first + w.fields),
                 _ => None,
             };
             let Some(old) = old else {
                 return Err(Error::corrupt(
                     &self.keys[items[w.item].shard],
-                    format!("BITFIELD answered {:?}", replies.get(w.reply)),
+                    format!(
+                        "BITFIELD answered {:?}",
+                        replies.get(write.before + w.reply)
+                    ),
                 ));
             };
             new[w.item] = old.iter().any(|v| matches!(v, Value::Int(0)));
@@ -710,11 +769,26 @@ impl SharedBloomFilter {
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items);
-        let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
-        let (batch, write) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &write, &self.server.run(&batch)?)?;
-        Ok(append(new, answers))
+        let write_only = self.mostly_new.load(Relaxed);
+        let words = if write_only {
+            vec![[0; 8]; items.len()]
+        } else {
+            let (batch, read) = self.read_batch(&items);
+            self.after_read(&items, &read, &self.server.run(&batch)?)?
+        };
+        let (batch, write) = self.write_batch(&items, &words, write_only);
+        let replies = self.server.run(&batch)?;
+        let stray = self.recreated(&write, &replies);
+        if !stray.is_empty() {
+            // Best effort: the error below is the answer whatever this does.
+            let _ = self.server.run(&stray);
+        }
+        let answers = self.after_write(&items, &write, &replies);
+        if answers.is_err() {
+            // Read first next time: a read finds a lost shard without writing.
+            self.mostly_new.store(false, Relaxed);
+        }
+        Ok(self.remember(new, answers?))
     }
 
     /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
@@ -728,11 +802,25 @@ impl SharedBloomFilter {
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
         let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items);
-        let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
-        let (batch, write) = self.write_batch(&items, &words);
-        let answers = self.after_write(&items, &write, &self.server.run_async(&batch).await?)?;
-        Ok(append(new, answers))
+        let write_only = self.mostly_new.load(Relaxed);
+        let words = if write_only {
+            vec![[0; 8]; items.len()]
+        } else {
+            let (batch, read) = self.read_batch(&items);
+            self.after_read(&items, &read, &self.server.run_async(&batch).await?)?
+        };
+        let (batch, write) = self.write_batch(&items, &words, write_only);
+        let replies = self.server.run_async(&batch).await?;
+        let stray = self.recreated(&write, &replies);
+        if !stray.is_empty() {
+            let _ = self.server.run_async(&stray).await;
+        }
+        let answers = self.after_write(&items, &write, &replies);
+        if answers.is_err() {
+            // Read first next time: a read finds a lost shard without writing.
+            self.mostly_new.store(false, Relaxed);
+        }
+        Ok(self.remember(new, answers?))
     }
 
     /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in the
@@ -781,7 +869,7 @@ impl SharedBloomFilter {
     /// Inserts `item`; `Ok(true)` if it was certainly not in the filter (this call set one of
     /// its bits), `Ok(false)` if it possibly was. Exactly one of any number of clients
     /// inserting the same new item at once gets `true`. Two round trips (one if the item's
-    /// bits are all set).
+    /// bits are all set, or after a mostly new batch).
     ///
     /// # Errors
     ///
@@ -822,7 +910,8 @@ impl SharedBloomFilter {
         Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
     }
 
-    /// Inserts every item (two round trips for the whole batch), appending whether each was
+    /// Inserts every item (two round trips for the whole batch, one after a batch of mostly new
+    /// items), appending whether each was
     /// new to `new`, in order; returns how many were. Items repeated in the batch count once,
     /// at their first place (as single inserts in order would).
     ///
@@ -1124,6 +1213,19 @@ impl SharedBloomFilter {
             });
         }
         self.server.run(&batch).map(drop)
+    }
+}
+
+impl SharedBloomFilter {
+    /// Appends `answers` to `out` and returns how many are new, noting for the next batch
+    /// whether most were.
+    fn remember(&self, out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
+        let len = answers.len();
+        let new = append(out, answers);
+        if len > 0 {
+            self.mostly_new.store(new * 2 > len, Relaxed);
+        }
+        new
     }
 }
 

@@ -38,7 +38,7 @@
 //!
 //! | structure | racing inserts of one new item | errs by | round trips: insert / lookup | forgets |
 //! | --- | --- | --- | --- | --- |
-//! | [`SharedBloomFilter`], both layouts | exactly one is told "new" | false positives, no false negatives | 2 / 1 per batch | never |
+//! | [`SharedBloomFilter`], both layouts | exactly one is told "new" | false positives, no false negatives | 1 or 2 / 1 per batch | never |
 //! | [`SharedWindowedFilter`] | exactly one, across period boundaries | false positives, no false negatives within the window | 2 / 1 per batch | after `n` to `n + 1` periods |
 //! | [`SharedOverwriteMap`] | exactly one, unless overwritten between | forgets; a false positive only by a 2^-64 collision | 1 / 1 per batch | when overwritten |
 //!

@@ -78,6 +78,7 @@
 
 mod bloom;
 mod error;
+mod forward;
 mod map;
 mod meta;
 mod names;

@@ -539,16 +539,6 @@ impl SharedOverwriteMap {
         hashes.iter().map(|&h| self.locate(h)).collect()
     }
 
-    fn hashes<'a, T: Hash + ?Sized + 'a>(
-        &self,
-        items: impl IntoIterator<Item = &'a T>,
-    ) -> Vec<Hash128> {
-        items
-            .into_iter()
-            .map(|item| self.hasher.hash_item(item))
-            .collect()
-    }
-
     /// Inserts the items of `hashes` (from [`hasher`](Self::hasher)), appending to `new`
     /// whether each was new; returns how many were. One round trip.
     ///
@@ -639,6 +629,8 @@ impl SharedOverwriteMap {
         ))
     }
 
+    crate::forward::item_forms!();
+
     /// Records `item` in its slot (overwriting whatever was there); `Ok(false)` if the slot
     /// already held it (certainly seen), `Ok(true)` otherwise (new, or seen and forgotten).
     /// Among racing inserts of an item the map does not remember, exactly one gets `true`
@@ -654,35 +646,6 @@ impl SharedOverwriteMap {
         self.insert_hash(self.hasher.hash_item(item))
     }
 
-    /// [`insert`](Self::insert) of a hash from [`hasher`](Self::hasher).
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let mut new = Vec::with_capacity(1);
-        Ok(self.insert_many_hashes(&[hash], &mut new)? == 1)
-    }
-
-    /// [`insert`](Self::insert), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    pub async fn insert_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
-        self.insert_hash_async(self.hasher.hash_item(item)).await
-    }
-
-    /// [`insert_hash`](Self::insert_hash), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    pub async fn insert_hash_async(&self, hash: Hash128) -> Result<bool, Error> {
-        let mut new = Vec::with_capacity(1);
-        Ok(self.insert_many_hashes_async(&[hash], &mut new).await? == 1)
-    }
-
     /// Whether the slot of `item` holds it: `true` means certainly inserted and not forgotten
     /// since (up to a 2^-64 collision), `false` not remembered. Never writes. One round trip.
     ///
@@ -691,93 +654,6 @@ impl SharedOverwriteMap {
     /// [`Error::Connection`], [`Error::Server`], [`Error::Missing`].
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
         self.contains_hash(self.hasher.hash_item(item))
-    }
-
-    /// [`contains`](Self::contains) of a hash.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains).
-    pub fn contains_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let mut hits = Vec::with_capacity(1);
-        Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
-    }
-
-    /// [`contains`](Self::contains), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains).
-    pub async fn contains_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
-        let mut hits = Vec::with_capacity(1);
-        let hash = self.hasher.hash_item(item);
-        Ok(self.contains_many_hashes_async(&[hash], &mut hits).await? == 1)
-    }
-
-    /// Inserts every item (one round trip for the whole batch), appending whether each was new
-    /// to `new`, in order; returns how many were. The answers are those of inserting the items
-    /// one by one, in order.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert): no item of a failed batch is answered, and `new` is
-    /// unchanged.
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(&self.hashes(items), new)
-    }
-
-    /// [`insert_many`](Self::insert_many), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert_many`](Self::insert_many).
-    pub async fn insert_many_async<'a, T, I>(
-        &self,
-        items: I,
-        new: &mut Vec<bool>,
-    ) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        let hashes = self.hashes(items);
-        self.insert_many_hashes_async(&hashes, new).await
-    }
-
-    /// Looks up every item (one round trip), appending whether each is remembered to `hits`;
-    /// returns how many are.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(&self.hashes(items), hits)
-    }
-
-    /// [`contains_many`](Self::contains_many), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains_many`](Self::contains_many).
-    pub async fn contains_many_async<'a, T, I>(
-        &self,
-        items: I,
-        hits: &mut Vec<bool>,
-    ) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        let hashes = self.hashes(items);
-        self.contains_many_hashes_async(&hashes, hits).await
     }
 
     /// Erases `item` if its slot still holds it; `Ok(true)` if it did. If another item has

@@ -1144,15 +1144,7 @@ impl SharedWindowedFilter {
         ))
     }
 
-    fn hashes<'a, T: Hash + ?Sized + 'a>(
-        &self,
-        items: impl IntoIterator<Item = &'a T>,
-    ) -> Vec<Hash128> {
-        items
-            .into_iter()
-            .map(|item| self.hasher.hash_item(item))
-            .collect()
-    }
+    crate::forward::item_forms!();
 
     /// Inserts `item` into the current generation unless a live generation holds it;
     /// `Ok(true)` if none did (certainly new within the window), `Ok(false)` if one did (seen
@@ -1169,16 +1161,6 @@ impl SharedWindowedFilter {
         self.insert_hash(self.hasher.hash_item(item))
     }
 
-    /// [`insert`](Self::insert) of a hash from [`hasher`](Self::hasher).
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    pub fn insert_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let mut new = Vec::with_capacity(1);
-        Ok(self.insert_many_hashes(&[hash], &mut new)? == 1)
-    }
-
     /// Whether `item` is possibly in a live generation (`false`: certainly not inserted within
     /// the window). One round trip; never writes.
     ///
@@ -1187,104 +1169,6 @@ impl SharedWindowedFilter {
     /// [`Error::Connection`], [`Error::Server`], [`Error::Missing`].
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
         self.contains_hash(self.hasher.hash_item(item))
-    }
-
-    /// [`contains`](Self::contains) of a hash.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains).
-    pub fn contains_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let mut hits = Vec::with_capacity(1);
-        Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
-    }
-
-    /// Inserts every item (two round trips for the whole batch, all at one moment of the
-    /// handle's time), appending whether each was new to `new`, in order; returns how many
-    /// were. Items repeated in the batch count once, at their first place.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert): no item of a failed batch is answered, and `new` is
-    /// unchanged.
-    pub fn insert_many<'a, T, I>(&self, items: I, new: &mut Vec<bool>) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.insert_many_hashes(&self.hashes(items), new)
-    }
-
-    /// Looks up every item (one round trip), appending whether each is possibly in a live
-    /// generation to `hits`; returns how many are.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many<'a, T, I>(&self, items: I, hits: &mut Vec<bool>) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        self.contains_many_hashes(&self.hashes(items), hits)
-    }
-
-    /// [`insert`](Self::insert), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert).
-    pub async fn insert_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
-        let mut new = Vec::with_capacity(1);
-        let hash = self.hasher.hash_item(item);
-        Ok(self.insert_many_hashes_async(&[hash], &mut new).await? == 1)
-    }
-
-    /// [`contains`](Self::contains), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains).
-    pub async fn contains_async<T: Hash + ?Sized>(&self, item: &T) -> Result<bool, Error> {
-        let mut hits = Vec::with_capacity(1);
-        let hash = self.hasher.hash_item(item);
-        Ok(self.contains_many_hashes_async(&[hash], &mut hits).await? == 1)
-    }
-
-    /// [`insert_many`](Self::insert_many), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert_many`](Self::insert_many).
-    pub async fn insert_many_async<'a, T, I>(
-        &self,
-        items: I,
-        new: &mut Vec<bool>,
-    ) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        let hashes = self.hashes(items);
-        self.insert_many_hashes_async(&hashes, new).await
-    }
-
-    /// [`contains_many`](Self::contains_many), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains_many`](Self::contains_many).
-    pub async fn contains_many_async<'a, T, I>(
-        &self,
-        items: I,
-        hits: &mut Vec<bool>,
-    ) -> Result<usize, Error>
-    where
-        T: Hash + ?Sized + 'a,
-        I: IntoIterator<Item = &'a T>,
-    {
-        let hashes = self.hashes(items);
-        self.contains_many_hashes_async(&hashes, hits).await
     }
 
     /// Deletes the filter: its description first (so that no process opens it any more and

@@ -157,36 +157,7 @@ fn processes_inserting_the_same_keys_are_told_new_exactly_once() {
                 .unwrap(),
             before.len()
         );
-        let workers: Vec<Child> = [(0, 1), (0, 16), (11, 50), (12, 200)]
-            .iter()
-            .map(|(seed, batch)| {
-                let spec = format!("insert|{}|{name}|{KEYS}|{seed}|{batch}", redis.url());
-                server::worker("worker", &spec).spawn().unwrap()
-            })
-            .collect();
-        // Start them together, once every one has connected and opened the filter.
-        let mut client = redis.client();
-        server::wait_for(
-            || {
-                redis::cmd("GET")
-                    .arg(format!("ready:{name}"))
-                    .query::<Option<usize>>(&mut client)
-                    .unwrap()
-                    == Some(workers.len())
-            },
-            "every worker to be ready",
-        );
-        let _: () = redis::cmd("SET")
-            .arg(format!("go:{name}"))
-            .arg(1)
-            .query(&mut client)
-            .unwrap();
-        let mut counts = vec![0u32; KEYS];
-        for child in workers {
-            for line in lines(child, "NEW ") {
-                counts[line.parse::<usize>().unwrap()] += 1;
-            }
-        }
+        let counts = race_processes(&redis, &name, "insert", KEYS);
         for (i, &count) in counts.iter().enumerate() {
             let want = u32::from(i % 7 != 0);
             assert_eq!(
@@ -195,6 +166,44 @@ fn processes_inserting_the_same_keys_are_told_new_exactly_once() {
             );
         }
     }
+}
+
+/// Starts four workers of `role` racing on `race-0..keys` of the structure `name` (two in the
+/// same order, in batches of 1 and 16, so that they race on the same key at the same moment;
+/// two shuffled, in batches of 50 and 200), all at once once each has opened it, and counts,
+/// per key, the processes that were told it is new.
+fn race_processes(redis: &RedisServer, name: &str, role: &str, keys: usize) -> Vec<u32> {
+    let workers: Vec<Child> = [(0, 1), (0, 16), (11, 50), (12, 200)]
+        .iter()
+        .map(|(seed, batch)| {
+            let spec = format!("{role}|{}|{name}|{keys}|{seed}|{batch}", redis.url());
+            server::worker("worker", &spec).spawn().unwrap()
+        })
+        .collect();
+    // Start them together, once every one has connected and opened the structure.
+    let mut client = redis.client();
+    server::wait_for(
+        || {
+            redis::cmd("GET")
+                .arg(format!("ready:{name}"))
+                .query::<Option<usize>>(&mut client)
+                .unwrap()
+                == Some(workers.len())
+        },
+        "every worker to be ready",
+    );
+    let _: () = redis::cmd("SET")
+        .arg(format!("go:{name}"))
+        .arg(1)
+        .query(&mut client)
+        .unwrap();
+    let mut counts = vec![0u32; keys];
+    for child in workers {
+        for line in lines(child, "NEW ") {
+            counts[line.parse::<usize>().unwrap()] += 1;
+        }
+    }
+    counts
 }
 
 /// A client SIGKILLed while it inserts batches of 20,000 (so, almost surely, in the middle of
@@ -325,35 +334,7 @@ fn processes_inserting_the_same_keys_into_a_window_are_told_new_exactly_once() {
             .unwrap(),
         before.len()
     );
-    let workers: Vec<Child> = [(0, 1), (0, 16), (11, 50), (12, 200)]
-        .iter()
-        .map(|(seed, batch)| {
-            let spec = format!("window-insert|{}|{name}|{KEYS}|{seed}|{batch}", redis.url());
-            server::worker("worker", &spec).spawn().unwrap()
-        })
-        .collect();
-    let mut client = redis.client();
-    server::wait_for(
-        || {
-            redis::cmd("GET")
-                .arg(format!("ready:{name}"))
-                .query::<Option<usize>>(&mut client)
-                .unwrap()
-                == Some(workers.len())
-        },
-        "every worker to be ready",
-    );
-    let _: () = redis::cmd("SET")
-        .arg(format!("go:{name}"))
-        .arg(1)
-        .query(&mut client)
-        .unwrap();
-    let mut counts = vec![0u32; KEYS];
-    for child in workers {
-        for line in lines(child, "NEW ") {
-            counts[line.parse::<usize>().unwrap()] += 1;
-        }
-    }
+    let counts = race_processes(&redis, name, "window-insert", KEYS);
     for (i, &count) in counts.iter().enumerate() {
         let want = u32::from(i % 7 != 0);
         assert_eq!(count, want, "race-{i} was new for {count} processes");

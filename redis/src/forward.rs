@@ -1,0 +1,171 @@
+//! The methods every shared structure has that only hash and forward: the hash, async and
+//! batch-of-items forms of `insert` and `contains`, written once by [`item_forms!`]. Each
+//! structure writes out `insert` and `contains` (what `true` means differs from one to the
+//! next) and the `_many_hashes` methods that hold its protocol; the macro adds the rest.
+
+/// Writes, in an `impl` block of a structure with `hasher()`, `insert`, `contains`,
+/// `insert_many_hashes(_async)` and `contains_many_hashes(_async)`: `insert_hash`,
+/// `contains_hash`, their `_async` forms, `insert_async`, `contains_async`, `insert_many`,
+/// `contains_many` and their `_async` forms.
+macro_rules! item_forms {
+    () => {
+        fn hashes<'a, T: core::hash::Hash + ?Sized + 'a>(
+            &self,
+            items: impl IntoIterator<Item = &'a T>,
+        ) -> Vec<seen::hash::Hash128> {
+            items
+                .into_iter()
+                .map(|item| seen::hash::ItemHasher::hash_item(self.hasher(), item))
+                .collect()
+        }
+
+        /// [`insert`](Self::insert) of a hash from [`hasher`](Self::hasher).
+        ///
+        /// # Errors
+        ///
+        /// As [`insert`](Self::insert).
+        pub fn insert_hash(&self, hash: seen::hash::Hash128) -> Result<bool, crate::Error> {
+            let mut new = Vec::with_capacity(1);
+            Ok(self.insert_many_hashes(&[hash], &mut new)? == 1)
+        }
+
+        /// [`contains`](Self::contains) of a hash from [`hasher`](Self::hasher).
+        ///
+        /// # Errors
+        ///
+        /// As [`contains`](Self::contains).
+        pub fn contains_hash(&self, hash: seen::hash::Hash128) -> Result<bool, crate::Error> {
+            let mut hits = Vec::with_capacity(1);
+            Ok(self.contains_many_hashes(&[hash], &mut hits)? == 1)
+        }
+
+        /// [`insert_hash`](Self::insert_hash), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`insert`](Self::insert).
+        pub async fn insert_hash_async(
+            &self,
+            hash: seen::hash::Hash128,
+        ) -> Result<bool, crate::Error> {
+            let mut new = Vec::with_capacity(1);
+            Ok(self.insert_many_hashes_async(&[hash], &mut new).await? == 1)
+        }
+
+        /// [`contains_hash`](Self::contains_hash), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`contains`](Self::contains).
+        pub async fn contains_hash_async(
+            &self,
+            hash: seen::hash::Hash128,
+        ) -> Result<bool, crate::Error> {
+            let mut hits = Vec::with_capacity(1);
+            Ok(self.contains_many_hashes_async(&[hash], &mut hits).await? == 1)
+        }
+
+        /// [`insert`](Self::insert), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`insert`](Self::insert).
+        pub async fn insert_async<T: core::hash::Hash + ?Sized>(
+            &self,
+            item: &T,
+        ) -> Result<bool, crate::Error> {
+            let hash = seen::hash::ItemHasher::hash_item(self.hasher(), item);
+            self.insert_hash_async(hash).await
+        }
+
+        /// [`contains`](Self::contains), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`contains`](Self::contains).
+        pub async fn contains_async<T: core::hash::Hash + ?Sized>(
+            &self,
+            item: &T,
+        ) -> Result<bool, crate::Error> {
+            let hash = seen::hash::ItemHasher::hash_item(self.hasher(), item);
+            self.contains_hash_async(hash).await
+        }
+
+        /// Inserts every item as one batch (its round trips: the type's docs), appending to
+        /// `new` whether each was new, in order; returns how many were. The answers are those
+        /// of inserting the items one by one, in order: an item repeated in the batch is new
+        /// at most once, at its first place.
+        ///
+        /// # Errors
+        ///
+        /// As [`insert`](Self::insert): no item of a failed batch is answered, and `new` is
+        /// unchanged.
+        pub fn insert_many<'a, T, I>(
+            &self,
+            items: I,
+            new: &mut Vec<bool>,
+        ) -> Result<usize, crate::Error>
+        where
+            T: core::hash::Hash + ?Sized + 'a,
+            I: IntoIterator<Item = &'a T>,
+        {
+            self.insert_many_hashes(&self.hashes(items), new)
+        }
+
+        /// Looks up every item as one batch (one round trip), appending to `hits` whether each
+        /// is there; returns how many are.
+        ///
+        /// # Errors
+        ///
+        /// As [`contains`](Self::contains); `hits` is then unchanged.
+        pub fn contains_many<'a, T, I>(
+            &self,
+            items: I,
+            hits: &mut Vec<bool>,
+        ) -> Result<usize, crate::Error>
+        where
+            T: core::hash::Hash + ?Sized + 'a,
+            I: IntoIterator<Item = &'a T>,
+        {
+            self.contains_many_hashes(&self.hashes(items), hits)
+        }
+
+        /// [`insert_many`](Self::insert_many), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`insert_many`](Self::insert_many).
+        pub async fn insert_many_async<'a, T, I>(
+            &self,
+            items: I,
+            new: &mut Vec<bool>,
+        ) -> Result<usize, crate::Error>
+        where
+            T: core::hash::Hash + ?Sized + 'a,
+            I: IntoIterator<Item = &'a T>,
+        {
+            let hashes = self.hashes(items);
+            self.insert_many_hashes_async(&hashes, new).await
+        }
+
+        /// [`contains_many`](Self::contains_many), on the tokio connection.
+        ///
+        /// # Errors
+        ///
+        /// As [`contains_many`](Self::contains_many).
+        pub async fn contains_many_async<'a, T, I>(
+            &self,
+            items: I,
+            hits: &mut Vec<bool>,
+        ) -> Result<usize, crate::Error>
+        where
+            T: core::hash::Hash + ?Sized + 'a,
+            I: IntoIterator<Item = &'a T>,
+        {
+            let hashes = self.hashes(items);
+            self.contains_many_hashes_async(&hashes, hits).await
+        }
+    };
+}
+
+pub(crate) use item_forms;

@@ -3,26 +3,17 @@
 //! typed error naming the key, never a panic, and never a "new" for a key whose write is
 //! unknown.
 
+#[path = "common/items.rs"]
+mod items;
 #[path = "common/server.rs"]
 mod server;
 
 use std::sync::{Arc, Mutex};
 
+use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen_redis::{Error, Server, SharedBloomFilter};
 use server::RedisServer;
-
-fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-fn count_new(filter: &SharedBloomFilter, items: &[String]) -> Result<usize, Error> {
-    filter.insert_many(items.iter().map(String::as_str), &mut Vec::new())
-}
-
-fn count_hits(filter: &SharedBloomFilter, items: &[String]) -> Result<usize, Error> {
-    filter.contains_many(items.iter().map(String::as_str), &mut Vec::new())
-}
 
 /// The server dies while a batch waits for its write round (held by `CLIENT PAUSE WRITE`
 /// after its read round, so the kill is certainly mid-batch): the batch fails with

@@ -2,30 +2,21 @@
 //! lost under an open structure, the APIs mixed among racing threads. Each test is a problem
 //! found by attacking the crate (or a promise checked at its edge); none waits for time.
 
+#[path = "common/items.rs"]
+mod items;
 #[path = "common/server.rs"]
 mod server;
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen::clock::ManualClock;
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
 use server::{RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-fn count_new(filter: &SharedBloomFilter, items: &[String]) -> Result<usize, Error> {
-    filter.insert_many(items.iter().map(String::as_str), &mut Vec::new())
-}
-
-fn count_hits(filter: &SharedBloomFilter, items: &[String]) -> Result<usize, Error> {
-    filter.contains_many(items.iter().map(String::as_str), &mut Vec::new())
-}
 
 /// A shard count that does not divide the blocks evenly left trailing shards with no block
 /// (8 blocks in 5 shards: 2 per shard fill 4): `create` computed the last byte of an empty

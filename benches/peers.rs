@@ -13,8 +13,8 @@
 //!   (`seen`'s own `Hash128` for `sbbf_xxh3`, which takes a precomputed 64-bit hash; `xxhash-rust`'s
 //!   `Xxh3DefaultBuilder` for peers that take a `BuildHasher`); other peer rows use the peer's
 //!   default hasher.
-//! - `seen_word_many` is `insert_many` / `contains_many` over 1,024 keys at a time, results into
-//!   a reused `Vec<bool>`; every other row is a loop of single calls.
+//! - `seen_word_many` and `seen_growing_many` are `insert_many` / `contains_many` over 1,024
+//!   keys at a time, results into a reused `Vec<bool>`; every other row is a loop of single calls.
 //! - `bound_random_reads` (in `contains_hit`): independent random reads of an array as large as
 //!   `seen_word`'s filter, the memory-level-parallelism bound of the machine (4 KiB pages).
 //! - Group `insert_token64`: `seen_word` and `seen_word_many` inserting 64-byte tokens through
@@ -119,6 +119,7 @@ struct SeenBloom(AtomicBloomFilter);
 struct SeenBloomMany(AtomicBloomFilter);
 struct SeenSemi(SemiConcurrentBloomFilter);
 struct SeenGrowing(GrowingBloomFilter);
+struct SeenGrowingMany(GrowingBloomFilter);
 struct SeenMap(OverwriteMap);
 struct SeenExactMap(ExactOverwriteMap);
 
@@ -147,6 +148,29 @@ impl Shared for SeenGrowing {
     }
 }
 impl BytesOf for SeenGrowing {
+    fn bytes_of(&self) -> Option<u64> {
+        Some(self.0.memory_bytes())
+    }
+}
+
+/// The batch API, results into a vector each thread reuses.
+impl Shared for SeenGrowingMany {
+    fn insert(&self, keys: &[u64]) -> usize {
+        RESULTS.with_borrow_mut(|out| {
+            out.clear();
+            self.0
+                .insert_many(keys, out)
+                .expect("the growth never fails here")
+        })
+    }
+    fn contains(&self, keys: &[u64]) -> usize {
+        RESULTS.with_borrow_mut(|out| {
+            out.clear();
+            self.0.contains_many(keys, out)
+        })
+    }
+}
+impl BytesOf for SeenGrowingMany {
     fn bytes_of(&self) -> Option<u64> {
         Some(self.0.memory_bytes())
     }
@@ -494,6 +518,12 @@ const ENTRIES: &[Entry] = &[
         kind: Kind::Dynamic,
         max_items: ALL,
         make: |n| Box::new(Conc(SeenGrowing(growing(Layout::Word, n)))),
+    },
+    Entry {
+        name: "seen_growing_many",
+        kind: Kind::Dynamic,
+        max_items: ALL,
+        make: |n| Box::new(Conc(SeenGrowingMany(growing(Layout::Word, n)))),
     },
     Entry {
         name: "seen_growing_line",

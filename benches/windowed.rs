@@ -39,7 +39,8 @@
 //! - `contains_miss`: keys never inserted (every generation is checked).
 //! - `contains_hit`: the keys of the oldest generation (the sequential lookup walks all 8).
 //! - `insert`: fresh keys, each checked against every live generation and inserted into the
-//!   current one. The first insert rotates (untimed) onto an empty generation; after `items`
+//!   current one (`seen_window_batch`: `insert_many`, 1,024 keys per call, against the loop of
+//!   `insert` of `seen_window`). The first insert rotates (untimed) onto an empty generation; after `items`
 //!   inserts the structure rotates again (untimed, its time printed): the window's
 //!   `rotate()` (its spare is cleared by the inserts, one insert in 64 clearing 32 blocks: timed,
 //!   as part of its insert), the separate filters' `clear()` of the oldest, which becomes the
@@ -647,6 +648,32 @@ fn bench_insert(c: &mut Criterion, s: &Structures, pool: &Pool, label: &str) {
             });
         });
     }
+
+    // The batch API, 1,024 keys per call hashed inside it, against the loop of `insert` above
+    // (`seen_window`). The same window: its keys start at other rounds, so they are fresh too.
+    let mut run = InsertRun::new(s.n);
+    run.round = 500;
+    group.bench_function(id("seen_window_batch", 1), |b| {
+        let w = s.window();
+        let mut new = Vec::with_capacity(1024);
+        b.iter_custom(|iters| {
+            run.run(
+                iters,
+                1024,
+                |_| {
+                    timed_rotation(&rotations, "seen_window_batch", || {
+                        w.rotate();
+                    })
+                },
+                |keys, _| {
+                    let start = Instant::now();
+                    new.clear();
+                    black_box(w.insert_many(keys, &mut new));
+                    start.elapsed()
+                },
+            )
+        });
+    });
 
     let rotate_separate = |name: &'static str| {
         timed_rotation(&rotations, name, || s.separate().write().unwrap().rotate());

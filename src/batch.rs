@@ -41,10 +41,22 @@ pub(crate) fn append_results<I: Iterator<Item = Hash128>>(
 
 /// Runs `f` on the hashes in groups of [`GROUP`] (the last may be shorter, never empty).
 #[inline]
-pub(crate) fn for_each_group(
+pub(crate) fn for_each_group(hashes: impl Iterator<Item = Hash128>, mut f: impl FnMut(&[Hash128])) {
+    let done: Result<(), core::convert::Infallible> = try_for_each_group(hashes, |group| {
+        f(group);
+        Ok(())
+    });
+    let Ok(()) = done;
+}
+
+/// [`for_each_group`] that stops at the first `Err` of `f` and returns it (the group that
+/// failed, and the hashes pulled into it, are not handed to `f` again; no later group is
+/// pulled from `hashes`).
+#[inline]
+pub(crate) fn try_for_each_group<E>(
     mut hashes: impl Iterator<Item = Hash128>,
-    mut f: impl FnMut(&[Hash128]),
-) {
+    mut f: impl FnMut(&[Hash128]) -> Result<(), E>,
+) -> Result<(), E> {
     let mut group = [Hash128 { h1: 0, h2: 0 }; GROUP];
     loop {
         let mut len = 0;
@@ -53,11 +65,11 @@ pub(crate) fn for_each_group(
             len += 1;
         }
         if len == 0 {
-            return;
+            return Ok(());
         }
-        f(&group[..len]);
+        f(&group[..len])?;
         if len < GROUP {
-            return;
+            return Ok(());
         }
     }
 }
@@ -65,6 +77,27 @@ pub(crate) fn for_each_group(
 #[cfg(all(test, not(seen_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_group_stops_the_batch_and_pulls_no_further_group() {
+        let mut pulled = 0;
+        let hashes = (0..100u64).map(|i| {
+            pulled += 1;
+            Hash128 { h1: i, h2: i }
+        });
+        let mut handed = Vec::new();
+        let result = try_for_each_group(hashes, |g| {
+            handed.push(g[0].h1);
+            if g[0].h1 == GROUP as u64 {
+                Err(g.len())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(result, Err(GROUP));
+        assert_eq!(handed, [0, GROUP as u64]);
+        assert_eq!(pulled, 2 * GROUP);
+    }
 
     #[test]
     fn groups_cover_every_hash_once_in_order() {

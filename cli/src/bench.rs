@@ -5,13 +5,14 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use seen::hash::ItemHasher;
+use dashmap::DashMap;
+use seen::hash::{ItemHasher, StableHasher};
 use seen::{
-    AtomicBloomFilter, Error, GrowingBloomFilter, Layout, OverwriteMap, WindowedBloomFilter,
+    AtomicBloomFilter, Error, GrowingBloomFilter, Layout, OverwriteMap, SemiConcurrentBloomFilter,
+    WindowedBloomFilter,
 };
 use serde_json::json;
 
@@ -25,7 +26,7 @@ use crate::table::{self, Table, given, grouped, human_bytes, rate};
 Examples:
   seen bench                                        1M generated keys, every structure, 1 thread
   seen bench --items 10000000 --fpr 0.01 --threads 1,2
-  seen bench --input keys.txt --structures line,exact --json
+  seen bench --input keys.txt --structures line,semi,exact --json
   seen bench --items 1000000 --plot bench.svg")]
 pub(crate) struct Bench {
     /// Generated keys to insert: 16-byte hex strings, the same every run.
@@ -52,14 +53,15 @@ pub(crate) struct Bench {
     )]
     fpr: f64,
     /// The structures to measure, in this order: word and line (AtomicBloomFilter in each
-    /// layout), grow (GrowingBloomFilter), window (WindowedBloomFilter), overwrite
-    /// (OverwriteMap), exact (a HashSet behind a Mutex, the baseline).
+    /// layout), semi (SemiConcurrentBloomFilter, word layout), grow (GrowingBloomFilter), window
+    /// (WindowedBloomFilter), overwrite (OverwriteMap), exact (the baseline: the keys in a
+    /// dashmap DashMap that every thread shares, the concurrent set a user would pick).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
         value_name = "LIST",
-        default_value = "word,line,grow,window,overwrite,exact"
+        default_value = "word,line,semi,grow,window,overwrite,exact"
     )]
     structures: Vec<Structure>,
     /// Thread counts to measure with (each 1 to 1024), each a separate run on a new structure: the keys are
@@ -84,8 +86,8 @@ pub(crate) struct Bench {
     )]
     remember_probability: f64,
     /// Use the batch operations (`insert_many_hashes`, `contains_many_hashes`, 1,024 keys at a
-    /// time) where a structure has them: inserts of word, line and overwrite, lookups of these
-    /// and of window.
+    /// time) where a structure has them: inserts of word, line, semi and overwrite, lookups of
+    /// these and of window.
     #[arg(long)]
     batch: bool,
     /// Print the results as one JSON object instead of a table.
@@ -102,6 +104,7 @@ pub(crate) struct Bench {
 enum Structure {
     Word,
     Line,
+    Semi,
     Grow,
     Window,
     Overwrite,
@@ -113,6 +116,7 @@ impl Structure {
         match self {
             Self::Word => "word",
             Self::Line => "line",
+            Self::Semi => "semi",
             Self::Grow => "grow",
             Self::Window => "window",
             Self::Overwrite => "overwrite",
@@ -246,18 +250,30 @@ impl Workload {
 /// A structure built for the run.
 enum Built {
     Bloom(AtomicBloomFilter),
+    // With its hasher (the filter's snapshot has it; the filter does not lend it). Boxed: its
+    // padded counters make it several times larger than the others.
+    Semi(Box<SemiConcurrentBloomFilter>, StableHasher),
     Grow(GrowingBloomFilter),
     // Boxed: its padded counters make it several times larger than the others.
     Window(Box<WindowedBloomFilter>),
     Overwrite(OverwriteMap),
-    Exact(Mutex<HashSet<Box<[u8]>>>),
+    /// What `DashSet<Box<[u8]>>` wraps; the map itself, for its shards (the memory estimate).
+    Exact(DashMap<Box<[u8]>, ()>),
 }
 
 /// Keys per batch with --batch.
 const BATCH: usize = 1024;
 
 impl Built {
-    fn new(structure: Structure, args: &Bench, capacity: u64) -> Result<Self, Error> {
+    /// `structure` for `capacity` keys. The exact set is sized up front, as a user who knows
+    /// the count would, for the `distinct` keys it will hold (or `capacity` if fewer: it then
+    /// grows past it).
+    fn new(
+        structure: Structure,
+        args: &Bench,
+        capacity: u64,
+        distinct: u64,
+    ) -> Result<Self, Error> {
         let bloom = |layout| {
             AtomicBloomFilter::builder(capacity)
                 .fpr(args.fpr)
@@ -267,6 +283,14 @@ impl Built {
         Ok(match structure {
             Structure::Word => Self::Bloom(bloom(Layout::Word)?),
             Structure::Line => Self::Bloom(bloom(Layout::Line)?),
+            Structure::Semi => {
+                let f = SemiConcurrentBloomFilter::builder(capacity)
+                    .fpr(args.fpr)
+                    .layout(Layout::Word)
+                    .build()?;
+                let hasher = *f.snapshot().hasher();
+                Self::Semi(Box::new(f), hasher)
+            }
             Structure::Grow => Self::Grow(GrowingBloomFilter::with_capacity(capacity, args.fpr)?),
             Structure::Window => {
                 // G live generations: the current one and G - 1 full periods.
@@ -289,7 +313,10 @@ impl Built {
                 capacity,
                 args.remember_probability,
             )?),
-            Structure::Exact => Self::Exact(Mutex::new(HashSet::new())),
+            // `distinct` keys are in memory already: the count fits a `usize`.
+            Structure::Exact => Self::Exact(DashMap::with_capacity(
+                usize::try_from(capacity.min(distinct)).unwrap_or(usize::MAX),
+            )),
         })
     }
 
@@ -302,6 +329,13 @@ impl Built {
                 for chunk in chunks(range) {
                     out.clear();
                     let hashes = chunk.map(|i| f.hasher().hash_bytes(keys.get(i)));
+                    new += f.insert_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            Self::Semi(f, hasher) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| hasher.hash_bytes(keys.get(i)));
                     new += f.insert_many_hashes(hashes, &mut out) as u64;
                 }
             }
@@ -325,14 +359,14 @@ impl Built {
     fn insert_one(&self, key: &[u8]) -> Result<bool, Error> {
         Ok(match self {
             Self::Bloom(f) => f.insert_hash(f.hasher().hash_bytes(key)),
+            Self::Semi(f, hasher) => f.insert_hash(hasher.hash_bytes(key)),
             Self::Grow(f) => f.insert_hash(f.hasher().hash_bytes(key))?,
             Self::Window(f) => f.insert_hash(f.hasher().hash_bytes(key)),
             Self::Overwrite(m) => m.insert_hash(m.hasher().hash_bytes(key)),
-            Self::Exact(set) => {
-                let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
-                // Looked up first, so that a duplicate allocates nothing.
-                !set.contains(key) && set.insert(key.into())
-            }
+            // Looked up first, so that a duplicate allocates nothing (and takes only a read
+            // lock). Two threads racing on one new key both miss it; `insert` then tells them
+            // apart under the shard's write lock: exactly one is told it was new.
+            Self::Exact(set) => !set.contains_key(key) && set.insert(key.into(), ()).is_none(),
         })
     }
 
@@ -345,6 +379,13 @@ impl Built {
                 for chunk in chunks(range) {
                     out.clear();
                     let hashes = chunk.map(|i| f.hasher().hash_bytes(keys.get(i)));
+                    found += f.contains_many_hashes(hashes, &mut out) as u64;
+                }
+            }
+            Self::Semi(f, hasher) if batch => {
+                for chunk in chunks(range) {
+                    out.clear();
+                    let hashes = chunk.map(|i| hasher.hash_bytes(keys.get(i)));
                     found += f.contains_many_hashes(hashes, &mut out) as u64;
                 }
             }
@@ -375,10 +416,11 @@ impl Built {
     fn contains_one(&self, key: &[u8]) -> bool {
         match self {
             Self::Bloom(f) => f.contains_hash(f.hasher().hash_bytes(key)),
+            Self::Semi(f, hasher) => f.contains_hash(hasher.hash_bytes(key)),
             Self::Grow(f) => f.contains_hash(f.hasher().hash_bytes(key)),
             Self::Window(f) => f.contains_hash(f.hasher().hash_bytes(key)),
             Self::Overwrite(m) => m.contains_hash(m.hasher().hash_bytes(key)),
-            Self::Exact(set) => set.lock().unwrap_or_else(|e| e.into_inner()).contains(key),
+            Self::Exact(set) => set.contains_key(key),
         }
     }
 
@@ -386,13 +428,11 @@ impl Built {
     fn memory(&self) -> (u64, bool) {
         match self {
             Self::Bloom(f) => (f.memory_bytes(), false),
+            Self::Semi(f, _) => (semi_bytes(f), true),
             Self::Grow(f) => (f.memory_bytes(), false),
             Self::Window(f) => (f.memory_bytes(), false),
             Self::Overwrite(m) => (m.memory_bytes(), false),
-            Self::Exact(set) => (
-                hash_set_bytes(&set.lock().unwrap_or_else(|e| e.into_inner())),
-                true,
-            ),
+            Self::Exact(set) => (dash_map_bytes(set), true),
         }
     }
 
@@ -408,6 +448,22 @@ impl Built {
                 },
                 f.hashes()
             ),
+            Self::Semi(f, _) => {
+                let snapshot = f.snapshot();
+                format!(
+                    "SemiConcurrentBloomFilter, {} layout, k = {}, a compaction every {} inserts \
+                     ({} run, {} keys pending at the end); memory an upper bound",
+                    if snapshot.layout() == Layout::Line {
+                        "line"
+                    } else {
+                        "word"
+                    },
+                    snapshot.hashes(),
+                    grouped(f.insertions_before_compact() as u64),
+                    grouped(f.compaction_stats().won),
+                    grouped(f.pending_len() as u64),
+                )
+            }
             Self::Grow(f) => format!(
                 "GrowingBloomFilter, {} layer{} after the inserts",
                 f.layers(),
@@ -419,7 +475,10 @@ impl Built {
                 grouped(f.capacity())
             ),
             Self::Overwrite(m) => format!("OverwriteMap of {} buckets", grouped(m.buckets())),
-            Self::Exact(_) => "Mutex<HashSet<Box<[u8]>>>; memory estimated".to_string(),
+            Self::Exact(set) => format!(
+                "dashmap::DashMap<Box<[u8]>, ()> (a DashSet), {} shards, SipHash; memory estimated",
+                set.shards().len()
+            ),
         }
     }
 }
@@ -437,26 +496,59 @@ fn chunks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
         .map(move |start| start..(start + BATCH).min(range.end))
 }
 
-/// An estimate of the heap the exact set takes: its table (hashbrown: a power-of-two number of
-/// buckets, at most 7/8 full, each a 16-byte `Box<[u8]>` and a control byte, plus 16 control
-/// bytes) and each key's allocation as glibc's malloc rounds it (the length plus 8 bytes of
-/// header, up to a multiple of 16, at least 32). The allocator's own free lists and the keys'
+/// The heap block glibc's malloc hands out for a request of `len` bytes: the length plus 8
+/// bytes of header, up to a multiple of 16, at least 32.
+fn malloc_block(len: u64) -> u64 {
+    ((len + 8).div_ceil(16) * 16).max(32)
+}
+
+/// An estimate of the heap the exact set takes: its shards (each a cache-padded lock around a
+/// hashbrown table), each table's allocation (its power-of-two number of buckets, read from the
+/// shard, each a 16-byte `Box<[u8]>` and a control byte, plus 16 control bytes), and each key's
+/// allocation as glibc's malloc rounds it. The allocator's own free lists and the keys'
 /// fragmentation are not counted.
-fn hash_set_bytes(set: &HashSet<Box<[u8]>>) -> u64 {
-    let capacity = set.capacity() as u64;
-    let buckets = match capacity {
-        0 => 0,
-        1..8 => (capacity + 1).next_power_of_two(),
-        _ => (capacity * 8 / 7).next_power_of_two(),
-    };
-    let slot = std::mem::size_of::<Box<[u8]>>() as u64 + 1;
-    let table = if buckets == 0 { 0 } else { buckets * slot + 16 };
-    let keys: u64 = set
+fn dash_map_bytes(map: &DashMap<Box<[u8]>, ()>) -> u64 {
+    let slot = std::mem::size_of::<(Box<[u8]>, dashmap::SharedValue<()>)>() as u64 + 1;
+    let shards = std::mem::size_of_val(map.shards()) as u64;
+    let tables: u64 = map
+        .shards()
         .iter()
-        .filter(|k| !k.is_empty())
-        .map(|k| ((k.len() as u64 + 8).div_ceil(16) * 16).max(32))
+        .map(|shard| {
+            let table = shard.read();
+            // An empty table points at a shared static group: no allocation.
+            if table.capacity() == 0 {
+                0
+            } else {
+                table.buckets() as u64 * slot + 16
+            }
+        })
         .sum();
-    table + keys
+    let keys: u64 = map
+        .iter()
+        .filter(|entry| !entry.key().is_empty())
+        .map(|entry| malloc_block(entry.key().len() as u64))
+        .sum();
+    shards + tables + keys
+}
+
+/// An upper bound of the heap the semi-concurrent filter takes, from what it tells: two copies
+/// of the bits once a compaction has run (the current snapshot and the one it replaced, which
+/// the filter keeps to write the next one in place; copy-on-write shares the segments neither
+/// has written yet, so this can count some twice), the pending set's skip-list nodes (a
+/// 16-byte hash, an 8-byte tag, a reference count and a tower of links, two on average: 64
+/// bytes as malloc rounds them), and the pending set's summary (8 bytes a slot, about 4 slots
+/// per `insertions_before_compact`, a power of two from 64 to 65,536). Not counted: the
+/// segments' bookkeeping, a pointer and reference counts per 4 KiB segment (under 1%).
+fn semi_bytes(f: &SemiConcurrentBloomFilter) -> u64 {
+    let bits = f.snapshot().memory_bytes();
+    let copies = if f.compaction_stats().won > 0 { 2 } else { 1 };
+    let pending = f.pending_len() as u64 * malloc_block(16 + 8 + 8 + 2 * 8);
+    let slots = f
+        .insertions_before_compact()
+        .saturating_mul(4)
+        .clamp(64, 1 << 16)
+        .next_power_of_two();
+    bits * copies + pending + slots as u64 * 8
 }
 
 /// `range` split into `parts` consecutive pieces of nearly equal length.
@@ -499,6 +591,8 @@ struct Measured {
     description: String,
     threads: u32,
     insert: Duration,
+    /// The inserts that answered "new".
+    new: u64,
     absent: Duration,
     present: Duration,
     false_positives: u64,
@@ -519,7 +613,7 @@ fn measure(
     work: &Workload,
 ) -> Result<Measured, Failure> {
     let name = structure.name();
-    let built = Built::new(structure, args, capacity).map_err(|e| {
+    let built = Built::new(structure, args, capacity, work.distinct).map_err(|e| {
         // A rate one structure cannot reach, others may: say how to measure them.
         let hint = match e {
             Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. } => {
@@ -536,24 +630,24 @@ fn measure(
     let keys = &work.present;
     let insert = |range| built.insert(keys, range, args.batch);
     let failed = |e: Error| Failure(format!("{name}: an insert failed: {e}"));
-    let insert_time = match &built {
+    let (insert_time, new) = match &built {
         // The window's periods one after the other, each split over the threads, and a
         // rotation between them: every key stays in the window.
         Built::Window(f) => {
-            let mut total = Duration::ZERO;
+            let (mut total, mut new) = (Duration::ZERO, 0);
             let periods = split(0..keys.len(), args.generations as usize);
             let last = periods.len() - 1;
             for (p, period) in periods.into_iter().enumerate() {
                 let started = Instant::now();
-                on_threads(period, t, insert).map_err(failed)?;
+                new += on_threads(period, t, insert).map_err(failed)?.1;
                 if p < last {
                     f.rotate();
                 }
                 total += started.elapsed();
             }
-            total
+            (total, new)
         }
-        _ => on_threads(0..keys.len(), t, insert).map_err(failed)?.0,
+        _ => on_threads(0..keys.len(), t, insert).map_err(failed)?,
     };
     let absent_keys = &work.absent;
     let (absent_time, false_positives) = on_threads(0..absent_keys.len(), t, |range| {
@@ -570,6 +664,7 @@ fn measure(
         description: built.describe(),
         threads,
         insert: insert_time,
+        new,
         absent: absent_time,
         present: present_time,
         false_positives,
@@ -683,7 +778,8 @@ fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) 
         out,
         "\nns/op: wall-clock time over all threads / keys. measured fpr: the absent keys found. \
          present found: the inserted keys found\n(every one for a Bloom filter; the overwrite \
-         map forgets some by design). *: the table and the keys' heap blocks, estimated."
+         map forgets some by design). *: estimated (exact: the table and the keys' heap blocks;\n\
+         semi: at most, the bits twice over, the pending set and its summary)."
     );
     out
 }
@@ -722,6 +818,7 @@ fn to_json(
             "description": r.description,
             "threads": r.threads,
             "insert_ns_per_op": ns_per_op(r.insert, present),
+            "inserts_new": r.new,
             "absent_ns_per_op": ns_per_op(r.absent, absent),
             "present_ns_per_op": ns_per_op(r.present, present),
             "false_positives": r.false_positives,
@@ -792,14 +889,84 @@ mod tests {
     }
 
     #[test]
-    fn the_set_estimate_counts_table_and_keys() {
-        let mut set: HashSet<Box<[u8]>> = HashSet::new();
-        assert_eq!(hash_set_bytes(&set), 0);
-        for i in 0..100u32 {
-            set.insert(format!("{i:016}").into_bytes().into());
+    fn the_set_estimate_counts_shards_tables_and_keys() {
+        // 4 shards of 128-byte padded locks (on x86-64; the size of the array on any target).
+        let set: DashMap<Box<[u8]>, ()> = DashMap::with_shard_amount(4);
+        let shards = std::mem::size_of_val(set.shards()) as u64;
+        assert_eq!(dash_map_bytes(&set), shards);
+        for i in 0..400u32 {
+            set.insert(format!("{i:016}").into_bytes().into(), ());
         }
-        // 100 keys: 128 buckets of 17 bytes and 16 control bytes; 16-byte keys take 32.
-        assert_eq!(set.capacity(), 112);
-        assert_eq!(hash_set_bytes(&set), 128 * 17 + 16 + 100 * 32);
+        // 400 keys over 4 shards, about 100 each: 128 buckets a shard (112 fit), or 256 for a
+        // shard past 112. Each bucket 17 bytes, 16 control bytes more; 16-byte keys take 32.
+        let buckets: u64 = set.shards().iter().map(|s| s.read().buckets() as u64).sum();
+        assert!(buckets == 4 * 128 || buckets == 3 * 128 + 256, "{buckets}");
+        assert_eq!(
+            dash_map_bytes(&set),
+            shards + buckets * 17 + 4 * 16 + 400 * 32
+        );
+        // A duplicate changes nothing.
+        set.insert(b"0000000000000000".to_vec().into(), ());
+        assert_eq!(set.len(), 400);
+    }
+
+    /// Two threads insert the same keys in step (both spin until the other has arrived at the
+    /// key), so that both often look a key up before either has added it: exactly one is told
+    /// it was new. A version that answers "new" after any insert fails it whenever the two
+    /// threads get a core each (thousands of keys new twice; on a 2-core machine loaded by other
+    /// jobs, 2 runs in 6 had them at the same time).
+    #[test]
+    fn the_exact_set_tells_one_racing_thread_a_key_is_new() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        const KEYS: usize = 10_000;
+        let work = Workload::generated(KEYS as u64).ok().unwrap();
+        let set = Built::Exact(DashMap::new());
+        let arrived = AtomicUsize::new(0);
+        let new: u64 = std::thread::scope(|s| {
+            let racer = || {
+                s.spawn(|| {
+                    (0..KEYS)
+                        .map(|i| {
+                            arrived.fetch_add(1, Ordering::SeqCst);
+                            let mut spins = 0u32;
+                            while arrived.load(Ordering::SeqCst) < 2 * (i + 1) {
+                                spins += 1;
+                                // Yield after a while: the other thread may be waiting for
+                                // this core.
+                                if spins.is_multiple_of(1 << 12) {
+                                    std::thread::yield_now();
+                                } else {
+                                    std::hint::spin_loop();
+                                }
+                            }
+                            u64::from(set.insert_one(work.present.get(i)).ok().unwrap())
+                        })
+                        .sum::<u64>()
+                })
+            };
+            let (a, b) = (racer(), racer());
+            a.join().unwrap() + b.join().unwrap()
+        });
+        assert_eq!(new, KEYS as u64);
+        assert!(set.found(&work.present, 0..KEYS, false) == KEYS as u64);
+    }
+
+    #[test]
+    fn the_semi_estimate_counts_the_bits_twice_once_compacted() {
+        let f = SemiConcurrentBloomFilter::builder(10_000)
+            .fpr(0.01)
+            .insertions_before_compact(64)
+            .build()
+            .ok()
+            .unwrap();
+        let bits = f.snapshot().memory_bytes();
+        // 64 pending hashes: a summary of 256 slots.
+        assert_eq!(semi_bytes(&f), bits + 256 * 8);
+        for i in 0..10u32 {
+            f.insert(&i);
+        }
+        assert_eq!(semi_bytes(&f), bits + 10 * 64 + 256 * 8);
+        assert!(f.compact());
+        assert_eq!(semi_bytes(&f), 2 * bits + 256 * 8);
     }
 }

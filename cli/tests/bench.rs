@@ -59,7 +59,7 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
     assert_eq!(json["keys"]["inserted"], N);
     assert_eq!(json["keys"]["absent"], N);
     assert_eq!(json["capacity"], N);
-    assert_eq!(json["results"].as_array().unwrap().len(), 12);
+    assert_eq!(json["results"].as_array().unwrap().len(), 14);
     let word = sizing::blocked(N, 0.01, Layout::Word).unwrap();
     let line = sizing::blocked(N, 0.01, Layout::Line).unwrap();
     let window = sizing::window(N.div_ceil(7), 7, 0.01).unwrap();
@@ -69,6 +69,7 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
         ("line", Some(line.bytes())),
         ("window", Some(window.bytes())),
         ("overwrite", Some(buckets * 8)),
+        ("semi", None),
         ("grow", None),
         ("exact", None),
     ] {
@@ -86,9 +87,12 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
             let fpr = r["measured_fpr"].as_f64().unwrap();
             let false_positives = r["false_positives"].as_u64().unwrap();
             assert_eq!(fpr, false_positives as f64 / N as f64);
+            // New keys an insert called seen before: the false positives met while filling.
+            let false_duplicates = N - r["inserts_new"].as_u64().unwrap();
             match structure {
                 "exact" => {
                     assert_eq!(false_positives, 0);
+                    assert_eq!(false_duplicates, 0);
                     assert_eq!(r["present_found"], N);
                     assert_eq!(r["memory_estimated"], true);
                     // At least the keys' 16 bytes and a pointer each.
@@ -97,6 +101,7 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
                 // A wrong "seen" takes a 64-bit fingerprint collision: none in 20,000.
                 "overwrite" => {
                     assert_eq!(false_positives, 0);
+                    assert_eq!(false_duplicates, 0);
                     // Key i survives N - 1 - i later insertions, each with probability
                     // 1 - 1/buckets: on average about (1 - 0.9) / ln(1 / 0.9) = 0.949 of the
                     // keys are remembered. Each key's survival is a coin of its own; the count
@@ -119,6 +124,13 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
                     // A filter that answers "absent" to everything would pass the bound above.
                     let floor = if structure == "grow" { 10 } else { 120 };
                     assert!(false_positives >= floor, "{structure}: {false_positives}");
+                    // While it fills, the rate climbs from 0 to the final one: the false
+                    // duplicates are some (about 30 for word and semi, 29 measured) and fewer
+                    // than the false positives after the fill.
+                    assert!(
+                        0 < false_duplicates && false_duplicates < false_positives,
+                        "{structure}: {false_duplicates} false duplicates"
+                    );
                 }
             }
         }
@@ -131,6 +143,47 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
             "{structure}"
         );
     }
+    // The semi-concurrent filter has the word filter's bits, and looks its pending keys up
+    // exactly: no more false positives than the word filter, and false duplicates of the same
+    // order (each about 30, a standard deviation of about 5.5: a factor 3 either way is more
+    // than 3 of them).
+    let word = results(&json, "word");
+    let word_bytes = word[0]["memory_bytes"].as_u64().unwrap();
+    for (semi, word) in results(&json, "semi").into_iter().zip(word) {
+        let fp = |r: &Value| r["false_positives"].as_u64().unwrap();
+        assert!(fp(semi) <= fp(word), "semi {semi}, word {word}");
+        let dups = |r: &Value| N - r["inserts_new"].as_u64().unwrap();
+        assert!(
+            3 * dups(semi) >= dups(word) && dups(semi) <= 3 * dups(word),
+            "semi {}, word {} false duplicates",
+            dups(semi),
+            dups(word)
+        );
+        // "SemiConcurrentBloomFilter, word layout, k = 5, a compaction every 1,024 inserts
+        // (19 run, 515 keys pending at the end); ...".
+        let description = semi["description"].as_str().unwrap();
+        assert!(
+            description.starts_with("SemiConcurrentBloomFilter, word layout"),
+            "{description}"
+        );
+        let count = |after: &str| -> u64 {
+            let tail = &description[description.find(after).unwrap() + after.len()..];
+            tail[..tail.find(' ').unwrap()]
+                .replace(',', "")
+                .parse()
+                .unwrap()
+        };
+        let (compactions, pending) = (count("("), count("run, "));
+        assert!(compactions >= 1 && pending < N, "{description}");
+        // Two copies of the word filter's bits once compacted, 64 bytes per pending key, and
+        // the summary: 4,096 slots of 8 bytes at the default 1,024 inserts per compaction.
+        assert_eq!(semi["memory_estimated"], true);
+        assert_eq!(
+            semi["memory_bytes"],
+            2 * word_bytes + 64 * pending + 4096 * 8,
+            "{description}"
+        );
+    }
 }
 
 #[test]
@@ -140,22 +193,23 @@ fn the_table_has_a_row_per_structure_and_thread_count() {
         "--items",
         "20000",
         "--structures",
-        "word,exact",
+        "word,semi,exact",
         "--threads",
         "1,2",
     ]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
+    let names = ["word", "semi", "exact"];
     let rows: Vec<Vec<&str>> = text
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|cells| cells.len() == 11 && ["word", "exact"].contains(&cells[0]))
+        .filter(|cells| cells.len() == 11 && names.contains(&cells[0]))
         .collect();
-    assert_eq!(rows.len(), 4, "{text}");
-    for (row, (name, threads)) in
-        rows.iter()
-            .zip([("word", "1"), ("exact", "1"), ("word", "2"), ("exact", "2")])
-    {
+    assert_eq!(rows.len(), 6, "{text}");
+    let expected = ["1", "2"]
+        .into_iter()
+        .flat_map(|threads| names.map(|name| (name, threads)));
+    for (row, (name, threads)) in rows.iter().zip(expected) {
         assert_eq!((row[0], row[1]), (name, threads), "{text}");
         assert_eq!(row[7], "100%", "{text}");
     }
@@ -163,6 +217,9 @@ fn the_table_has_a_row_per_structure_and_thread_count() {
     let word_bytes: u64 = rows[0][8].replace(',', "").parse().unwrap();
     assert_eq!(word_bytes, bytes);
     assert!(rows[1][8].ends_with('*'), "the estimate is marked");
+    assert!(rows[2][8].ends_with('*'), "the estimate is marked");
+    assert!(text.contains("exact     dashmap::DashMap"), "{text}");
+    assert!(!text.contains("Mutex"), "{text}");
 }
 
 #[test]
@@ -187,6 +244,8 @@ fn keys_from_a_file_duplicates_included() {
     assert_eq!(json["capacity"], 4000);
     let exact = results(&json, "exact")[0];
     assert_eq!(exact["present_found"], 5000);
+    // Each distinct key new once, its repeats not.
+    assert_eq!(exact["inserts_new"], 4000);
     // The absent keys are really absent: the exact set finds none.
     assert_eq!(exact["false_positives"], 0);
     let line = results(&json, "line")[0];
@@ -199,6 +258,33 @@ fn keys_from_a_file_duplicates_included() {
 }
 
 #[test]
+fn two_threads_share_one_exact_set() {
+    let dir = tempdir();
+    let path = dir.join("keys.txt");
+    // The same 4,000 keys twice: with 2 threads, each inserts one copy, both in the same order
+    // at the same time, into one set (a set per thread would call 8,000 of them new).
+    let text: String = (0..8000).map(|i| format!("key-{}\n", i % 4000)).collect();
+    std::fs::write(&path, text).unwrap();
+    let json = json_of(&[
+        "--input",
+        path.to_str().unwrap(),
+        "--structures",
+        "exact,semi",
+        "--threads",
+        "2",
+    ]);
+    let exact = results(&json, "exact")[0];
+    assert_eq!(exact["inserts_new"], 4000);
+    assert_eq!(exact["present_found"], 8000);
+    assert_eq!(exact["false_positives"], 0);
+    let semi = results(&json, "semi")[0];
+    assert_eq!(semi["present_found"], 8000);
+    // At least once: a key the two threads insert at the same moment can be new to both.
+    assert!(semi["inserts_new"].as_u64().unwrap() <= 8000);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn the_batch_path_answers_as_one_by_one() {
     let args = [
         "--items",
@@ -206,20 +292,21 @@ fn the_batch_path_answers_as_one_by_one() {
         "--fpr",
         "0.01",
         "--structures",
-        "word,line,window,overwrite",
+        "word,line,semi,window,overwrite",
     ];
     let single = json_of(&args);
     let mut batched = args.to_vec();
     batched.push("--batch");
     let batched = json_of(&batched);
     assert_eq!(batched["batch"], true);
-    for structure in ["word", "line", "window", "overwrite"] {
+    for structure in ["word", "line", "semi", "window", "overwrite"] {
         let (a, b) = (
             results(&single, structure)[0],
             results(&batched, structure)[0],
         );
         assert_eq!(a["false_positives"], b["false_positives"], "{structure}");
         assert_eq!(a["present_found"], b["present_found"], "{structure}");
+        assert_eq!(a["inserts_new"], b["inserts_new"], "{structure}");
     }
 }
 
@@ -232,7 +319,7 @@ fn the_plot_has_a_bar_per_structure_and_operation() {
         "--items",
         "20000",
         "--structures",
-        "word,line,exact",
+        "word,semi,exact",
         "--threads",
         "1,2",
         "--plot",
@@ -253,7 +340,7 @@ fn the_plot_has_a_bar_per_structure_and_operation() {
         let height: f64 = height[..height.find('"').unwrap()].parse().unwrap();
         assert!(height > 0.0, "{bar}");
     }
-    for group in ["word ×1", "line ×2", "exact ×2"] {
+    for group in ["word ×1", "semi ×2", "exact ×2"] {
         assert!(text.contains(group), "{group}");
     }
     std::fs::remove_dir_all(dir).unwrap();

@@ -15,14 +15,14 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 
-/// One cache line of bits; compaction only when asked (no model holds 16 pending hashes).
-/// `insertions_before_compact` also sizes the summary: 16 gives its minimum, 64 slots, each a
-/// loom atomic created in every execution (1000 gave 4,096, and a suite six times slower).
+/// One cache line of bits; compaction only when asked (no model holds 4 pending hashes).
+/// `insertions_before_compact` also sizes the summary: 4 gives its minimum, 64 slots, each a
+/// loom atomic created in every execution (4,096 made the suite six times slower).
 fn tiny() -> Arc<SemiConcurrentBloomFilter> {
     Arc::new(
         SemiConcurrentBloomFilter::builder(4)
             .fpr(0.1)
-            .insertions_before_compact(16)
+            .insertions_before_compact(4)
             .build()
             .unwrap(),
     )

@@ -536,7 +536,7 @@ fn dash_map_bytes(map: &DashMap<Box<[u8]>, ()>) -> u64 {
 /// the filter keeps to write the next one in place; copy-on-write shares the segments neither
 /// has written yet, so this can count some twice), the pending set's skip-list nodes (a
 /// 16-byte hash, an 8-byte tag, a reference count and a tower of links, two on average: 64
-/// bytes as malloc rounds them), and the pending set's summary (8 bytes a slot, about 4 slots
+/// bytes as malloc rounds them), and the pending set's summary (8 bytes a slot, 16 slots
 /// per `insertions_before_compact`, a power of two from 64 to 65,536). Not counted: the
 /// segments' bookkeeping, a pointer and reference counts per 4 KiB segment (under 1%).
 fn semi_bytes(f: &SemiConcurrentBloomFilter) -> u64 {
@@ -545,7 +545,7 @@ fn semi_bytes(f: &SemiConcurrentBloomFilter) -> u64 {
     let pending = f.pending_len() as u64 * malloc_block(16 + 8 + 8 + 2 * 8);
     let slots = f
         .insertions_before_compact()
-        .saturating_mul(4)
+        .saturating_mul(16)
         .clamp(64, 1 << 16)
         .next_power_of_two();
     bits * copies + pending + slots as u64 * 8

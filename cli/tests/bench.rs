@@ -176,11 +176,11 @@ fn json_reports_every_structure_with_its_memory_and_sane_rates() {
         let (compactions, pending) = (count("("), count("run, "));
         assert!(compactions >= 1 && pending < N, "{description}");
         // Two copies of the word filter's bits once compacted, 64 bytes per pending key, and
-        // the summary: 4,096 slots of 8 bytes at the default 1,024 inserts per compaction.
+        // the summary: 16,384 slots of 8 bytes at the default 1,024 inserts per compaction.
         assert_eq!(semi["memory_estimated"], true);
         assert_eq!(
             semi["memory_bytes"],
-            2 * word_bytes + 64 * pending + 4096 * 8,
+            2 * word_bytes + 64 * pending + 16384 * 8,
             "{description}"
         );
     }

@@ -303,12 +303,8 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                 h2: u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
             },
         )?;
-        let mut snapshot = FrozenBloomFilter {
-            sizing,
-            segment_words,
-            segments: segments.into_boxed_slice(),
-            hasher: hasher.clone(),
-        };
+        let mut snapshot =
+            FrozenBloomFilter::from_segments(sizing, segment_words, segments, hasher.clone());
         snapshot.add_in_place(&pending);
         Ok(Self::assemble(
             snapshot,

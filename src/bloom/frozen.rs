@@ -44,14 +44,17 @@ use crate::{Error, Layout};
 /// ```
 pub struct FrozenBloomFilter<H = StableHasher> {
     pub(super) sizing: BlockedSizing,
-    pub(super) segment_words: usize,
+    /// A segment holds `1 << segment_shift` words (a power of two: a shift and a mask find a
+    /// word's segment, where a runtime divisor cost a `div` on every lookup).
+    pub(super) segment_shift: u32,
     /// Plain words, never modified once shared.
     pub(super) segments: Box<[SharedWords]>,
     pub(super) hasher: H,
 }
 
 impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
-    /// An empty filter; `segment_words` is a positive multiple of a cache line's 8 words.
+    /// An empty filter; `segment_words` is a positive multiple of a cache line's 8 words,
+    /// rounded up here to a power of two.
     ///
     /// Allocates every segment now, fallibly: [`Error::AllocationFailed`] instead of an abort.
     pub(crate) fn empty(
@@ -60,6 +63,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         hasher: H,
     ) -> Result<Self, Error> {
         debug_assert!(segment_words > 0 && segment_words.is_multiple_of(LINE_WORDS));
+        let segment_words = segment_words.next_power_of_two();
         let words = sizing.lines() * LINE_WORDS;
         // The segments are many small allocations, each of which an overcommitting allocator
         // grants until memory really runs out; asking once for the whole size first turns an
@@ -76,12 +80,33 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             let len = segment_words.min(words - s * segment_words);
             segments.push(SharedWords::new(try_boxed_slice(len, || 0u64)?));
         }
-        Ok(Self {
+        Ok(Self::from_segments(sizing, segment_words, segments, hasher))
+    }
+
+    /// A filter of these segments, each of `segment_words` words (a power of two, at least a
+    /// cache line) but the last, which may be shorter.
+    pub(crate) fn from_segments(
+        sizing: BlockedSizing,
+        segment_words: usize,
+        segments: Vec<SharedWords>,
+        hasher: H,
+    ) -> Self {
+        assert!(
+            segment_words.is_power_of_two() && segment_words >= LINE_WORDS,
+            "a segment is a power of two of words, at least a line"
+        );
+        Self {
             sizing,
-            segment_words,
+            segment_shift: segment_words.trailing_zeros(),
             segments: segments.into_boxed_slice(),
             hasher,
-        })
+        }
+    }
+
+    /// The segment of word `word` and the word's index in it.
+    #[inline(always)]
+    fn locate(&self, word: usize) -> (usize, usize) {
+        locate(word, self.segment_shift)
     }
 
     /// Whether `item` is possibly in the filter (`false`: certainly not).
@@ -94,10 +119,9 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
         let probe = Probe::new(hash, &self.sizing);
-        let word = probe.first_word();
         // A block never straddles segments: both are whole cache lines.
-        let segment = &self.segments[word / self.segment_words];
-        probe.is_set_in(&segment[word % self.segment_words..])
+        let (segment, at) = self.locate(probe.first_word());
+        probe.is_set_in(&self.segments[segment][at..])
     }
 
     /// A new filter holding this one's items and `hashes`: copies only the segments the hashes
@@ -107,8 +131,8 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
             .iter()
             .map(|&h| {
                 let probe = Probe::new(h, &self.sizing);
-                let word = probe.first_word();
-                (word / self.segment_words, word % self.segment_words, probe)
+                let (segment, at) = self.locate(probe.first_word());
+                (segment, at, probe)
             })
             .collect();
         targets.sort_unstable_by_key(|t| t.0);
@@ -123,7 +147,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         }
         Self {
             sizing: self.sizing,
-            segment_words: self.segment_words,
+            segment_shift: self.segment_shift,
             segments: segments.into_boxed_slice(),
             hasher: self.hasher.clone(),
         }
@@ -136,13 +160,12 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     /// snapshot anyone can see changes. Hashes in order (a pending batch is: the block grows
     /// with `h1`) touch each segment in one run, checked for sharing once.
     pub(crate) fn add_in_place(&mut self, hashes: &[Hash128]) {
-        let (sizing, segment_words) = (self.sizing, self.segment_words);
+        let (sizing, shift) = (self.sizing, self.segment_shift);
         let mut open = usize::MAX;
         let mut words: &mut [u64] = &mut [];
         for &hash in hashes {
             let probe = Probe::new(hash, &sizing);
-            let word = probe.first_word();
-            let index = word / segment_words;
+            let (index, at) = locate(probe.first_word(), shift);
             if index != open {
                 let slot = &mut self.segments[index];
                 if slot.get_mut().is_none() {
@@ -153,7 +176,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
                     .expect("unshared: checked or copied just above");
                 open = index;
             }
-            probe.set_in(&mut words[word % segment_words..]);
+            probe.set_in(&mut words[at..]);
         }
     }
 
@@ -202,6 +225,12 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
     pub fn hasher(&self) -> &H {
         &self.hasher
     }
+}
+
+/// The segment of word `word`, in segments of `1 << shift` words, and the word's index in it.
+#[inline(always)]
+fn locate(word: usize, shift: u32) -> (usize, usize) {
+    (word >> shift, word & ((1 << shift) - 1))
 }
 
 impl<H> FrozenBloomFilter<H> {

@@ -379,6 +379,14 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         }
     }
 
+    /// Removes each of `values` that is present, one [`remove`](Self::remove) after another (the
+    /// real one pins the epoch once for all of them, which orders nothing).
+    pub(crate) fn remove_all(&self, values: &[T]) {
+        for value in values {
+            self.remove(value);
+        }
+    }
+
     /// Marks the node `seen` (a present state) removed if it is still the entry's node, as
     /// `mark_tower` does with one `SeqCst` read-modify-write, then `len -= 1` if this call marked it.
     fn mark(&self, entry: &Entry, seen: usize) {

@@ -206,32 +206,36 @@ impl<T: fmt::Debug> fmt::Debug for ArcCell<T> {
 /// A concurrent ordered set whose entries carry a `u64` tag: lock-free insert, remove and
 /// lookup; weakly consistent iteration.
 ///
-/// A newtype over [`crossbeam_skiplist::SkipMap<T, u64>`] that exposes only what the crate
-/// uses, each with the guarantee the skip list really gives (crossbeam-skiplist 0.1.3,
-/// `src/base.rs`), not a stronger one:
+/// A newtype over [`crossbeam_skiplist::SkipList<T, u64>`] (the skip list under `SkipMap`,
+/// used directly so that a batch of removals or an iteration pins the epoch once and takes no
+/// reference count per entry) that exposes only what the crate uses, each with the guarantee
+/// the skip list really gives (crossbeam-skiplist 0.1.3, `src/base.rs`), not a stronger one:
 ///
-/// - [`insert`](Self::insert) is `SkipMap::get_or_insert_with`, **not** `SkipMap::insert`: the
-///   latter *replaces* an existing entry by marking its node removed and then linking a new one
-///   (`SkipList::insert_internal` with `replace = true`), and between the two steps the value
-///   is in neither node. A concurrent `contains` sees it absent. `get_or_insert_with` leaves an
-///   existing entry in place. Its tag closure runs once the first search found no entry, before
-///   the node is allocated: it may run and the node still not be linked, when another thread
-///   links one for the same value first (`insert_internal` then returns that one). So the
-///   closure running does not mean "this call linked"; the returned tag tells whose node it is.
-/// - [`remove`](Self::remove) returns nothing: `SkipList::remove` returns `Some` to every caller
-///   that found the node, even one whose `mark_tower` lost to another remover.
+/// - [`insert`](Self::insert) is `SkipList::get_or_insert_with`, **not** `SkipList::insert`:
+///   the latter *replaces* an existing entry by marking its node removed and then linking a new
+///   one (`SkipList::insert_internal` with `replace = true`), and between the two steps the
+///   value is in neither node. A concurrent `contains` sees it absent. `get_or_insert_with`
+///   leaves an existing entry in place. Its tag closure runs once the first search found no
+///   entry, before the node is allocated: it may run and the node still not be linked, when
+///   another thread links one for the same value first (`insert_internal` then returns that
+///   one). So the closure running does not mean "this call linked"; the returned tag tells whose
+///   node it is.
+/// - [`remove`](Self::remove) returns nothing: `SkipList::remove` returns `Some` to every
+///   caller that found the node, even one whose `mark_tower` lost to another remover.
 /// - `len` is a `Relaxed` counter incremented before a node is linked and decremented after it
 ///   is marked: approximate while other threads write.
 /// - Lookups read the links with `load_consume` (Acquire, or Relaxed plus a dependency on weak
 ///   hardware); a node is linked with a `SeqCst` compare-and-swap and removal marks it with a
 ///   `SeqCst` `fetch_or`. A caller that must order other memory after a lookup (hit or miss)
 ///   issues an Acquire fence.
-pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipMap<T, u64>);
+pub(crate) struct PendingSet<T>(crossbeam_skiplist::SkipList<T, u64>);
 
 impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
-    /// An empty set.
+    /// An empty set, on the process-wide epoch collector (the one `SkipMap` uses).
     pub(crate) fn new() -> Self {
-        Self(crossbeam_skiplist::SkipMap::new())
+        Self(crossbeam_skiplist::SkipList::new(
+            crossbeam_epoch::default_collector().clone(),
+        ))
     }
 
     /// Adds `value` if it is absent; an entry already present stays in place, so a concurrent
@@ -242,17 +246,32 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// after the call: the one `tag` made if this call linked its node, another thread's if
     /// that thread's node was there first (or won the race to link).
     pub(crate) fn insert(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {
-        *self.0.get_or_insert_with(value, tag).value()
+        let guard = &crossbeam_epoch::pin();
+        let entry = self.0.get_or_insert_with(value, tag, guard);
+        let tag = *entry.value();
+        entry.release(guard);
+        tag
     }
 
     /// Whether `value` is in the set.
     pub(crate) fn contains(&self, value: &T) -> bool {
-        self.0.contains_key(value)
+        self.0.contains_key(value, &crossbeam_epoch::pin())
     }
 
     /// Removes `value` if present.
     pub(crate) fn remove(&self, value: &T) {
-        self.0.remove(value);
+        self.remove_all(core::slice::from_ref(value));
+    }
+
+    /// Removes each of `values` that is present, one [`remove`](Self::remove) after another
+    /// (under one epoch pin).
+    pub(crate) fn remove_all(&self, values: &[T]) {
+        let guard = &crossbeam_epoch::pin();
+        for value in values {
+            if let Some(entry) = self.0.remove(value, guard) {
+                entry.release(guard);
+            }
+        }
     }
 
     /// The number of values; approximate while other threads write (see the type docs).
@@ -268,11 +287,15 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// Up to `limit` of the smallest values, in order. Weakly consistent: every value present for
     /// the whole call is seen (if within `limit`); one inserted or removed during it may or may not be.
     pub(crate) fn first(&self, limit: usize) -> Vec<T> {
-        self.0
-            .iter()
-            .take(limit)
-            .map(|entry| entry.key().clone())
-            .collect()
+        let guard = &crossbeam_epoch::pin();
+        let mut out = Vec::with_capacity(self.0.len().min(limit));
+        out.extend(
+            self.0
+                .iter(guard)
+                .take(limit)
+                .map(|entry| entry.key().clone()),
+        );
+        out
     }
 }
 

@@ -473,3 +473,47 @@ fn windowed_insert_many_puts_each_item_in_the_generation_a_loop_would() {
         }
     }
 }
+
+/// A scaling filter whose growth fails (capacity 1 at a tight rate: the layout's lowest rate is
+/// reached after a few layers) stops the batch where a loop of `insert` with `?` stops, with
+/// the same error; a retry of the rest stops at the same item again, as a retried `insert`.
+#[test]
+fn growing_insert_many_stops_where_a_loop_does_when_growth_fails() {
+    let build = || {
+        GrowingBloomFilter::builder(1)
+            .fpr(0.0001)
+            .layout(Layout::Word)
+            .build()
+            .unwrap()
+    };
+    let (looped, batched) = (build(), build());
+    let items = keys(77, 1_000);
+    let mut expected = Vec::new();
+    let mut error = None;
+    for k in &items {
+        match looped.insert(k) {
+            Ok(n) => expected.push(n),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    let error = error.expect("the growth fails before 1,000 items");
+    let mut new = Vec::new();
+    assert_eq!(batched.insert_many(&items, &mut new), Err(error.clone()));
+    assert_eq!(new, expected);
+    assert_eq!(batched.layers(), looped.layers());
+    let failed = new.len();
+    // Retried, the rest stops at once on the same item, as a retried `insert` does.
+    let mut again = Vec::new();
+    assert_eq!(
+        batched.insert_many(&items[failed..], &mut again),
+        looped.insert(&items[failed]).map(|_| 0)
+    );
+    assert!(again.is_empty(), "{again:?}");
+    let mut hits = Vec::new();
+    batched.contains_many(&items, &mut hits);
+    let loop_hits: Vec<bool> = items.iter().map(|k| looped.contains(k)).collect();
+    assert_eq!(hits, loop_hits);
+}

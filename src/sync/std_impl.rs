@@ -242,9 +242,13 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
     /// [`contains`](Self::contains) never sees the value disappear because of an insert.
     ///
     /// `tag` runs at most once, only when the first search found no entry, and tags the node
-    /// this call then tries to link. Returns the tag of the entry the set holds for `value`
-    /// after the call: the one `tag` made if this call linked its node, another thread's if
-    /// that thread's node was there first (or won the race to link).
+    /// this call then tries to link. Returns the tag of the node this call linked (the one `tag`
+    /// made) or found: another thread's if that thread's node was there first (or won the
+    /// race to link). A node found may already be marked removed when the call returns, even
+    /// before its search ended (`search_position` keeps a node it met on an upper level after
+    /// helping unlink it below, and `try_acquire` only needs its count above zero): the
+    /// returned tag is then a removed node's, and nothing was linked, as if the call had found
+    /// the node just before its removal.
     pub(crate) fn insert(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {
         let guard = &crossbeam_epoch::pin();
         let entry = self.0.get_or_insert_with(value, tag, guard);

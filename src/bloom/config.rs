@@ -208,9 +208,11 @@ impl SemiOptions {
         self.segment_bytes
     }
 
-    /// The segment size in 64-bit words: `segment_bytes` rounded up to whole cache lines.
+    /// The segment size in 64-bit words: `segment_bytes` rounded up to a power of two of whole
+    /// cache lines (a segment is then found with a shift; every caller, a build and a load,
+    /// gets the same rounding).
     pub(crate) fn segment_words(&self) -> usize {
-        self.segment_bytes.div_ceil(64) * crate::bits::LINE_WORDS
+        self.segment_bytes.div_ceil(64).next_power_of_two() * crate::bits::LINE_WORDS
     }
 }
 

@@ -53,8 +53,8 @@ pub struct FrozenBloomFilter<H = StableHasher> {
 }
 
 impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
-    /// An empty filter; `segment_words` is a positive multiple of a cache line's 8 words,
-    /// rounded up here to a power of two.
+    /// An empty filter; `segment_words` is a power of two of cache lines
+    /// ([`SemiOptions::segment_words`](crate::builder::SemiOptions)).
     ///
     /// Allocates every segment now, fallibly: [`Error::AllocationFailed`] instead of an abort.
     pub(crate) fn empty(
@@ -62,8 +62,7 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         segment_words: usize,
         hasher: H,
     ) -> Result<Self, Error> {
-        debug_assert!(segment_words > 0 && segment_words.is_multiple_of(LINE_WORDS));
-        let segment_words = segment_words.next_power_of_two();
+        debug_assert!(segment_words.is_power_of_two() && segment_words >= LINE_WORDS);
         let words = sizing.lines() * LINE_WORDS;
         // The segments are many small allocations, each of which an overcommitting allocator
         // grants until memory really runs out; asking once for the whole size first turns an

@@ -296,7 +296,7 @@ impl<T: Ord + Clone + Send + 'static> PendingSet<T> {
         index.map(|index| &self.pool[index])
     }
 
-    /// Adds `value` if it is absent (`SkipMap::get_or_insert_with`); an entry already present
+    /// Adds `value` if it is absent (`SkipList::get_or_insert_with`); an entry already present
     /// stays. `tag` runs only when the first lookup found no entry, before the link is tried;
     /// returns the tag of the entry the set holds after the call.
     pub(crate) fn insert(&self, value: T, tag: impl FnOnce() -> u64) -> u64 {

@@ -4,7 +4,7 @@
 #![cfg(unix)]
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -170,6 +170,13 @@ fn a_second_signal_later_exits_at_once() {
         let (writer, read) = feed(child.stdin.take().unwrap(), text, long + (65 << 10));
         read.recv_timeout(Duration::from_secs(120))
             .expect("the run reads its input");
+        // And has decided the long record: its first byte is out (on a loaded machine the run
+        // can have read the record without having written any of it yet, and a first signal
+        // then ends it at once with nothing to finish). One byte read leaves the rest of the
+        // 100 KiB blocked on the pipe.
+        let mut first = [0u8; 1];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        assert_eq!(first[0], b'x');
         kill("INT", &[child.id()]);
         // Past the 250 ms in which a second delivery counts as the same signal.
         std::thread::sleep(Duration::from_millis(500));

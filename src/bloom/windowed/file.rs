@@ -122,7 +122,8 @@ impl Record {
         let padded = (generations + 1).next_power_of_two();
         if stride_words != stride_words_of(generations) && stride_words != padded {
             return Err(bad_header(
-                "words per block other than the generations plus one (from 8 generations) or                  that to a power of two",
+                "words per block other than the generations plus one (from 8 generations) or that \
+                 to a power of two",
             ));
         }
         if u64::from(stride_words) != stride {

@@ -1,8 +1,8 @@
 //! `WindowedBloomFilter` under loom: no false negative across a rotation while the spare is
 //! being cleared, and exactly one `true` among racing inserts of one new item across one or two
-//! rotations. Each has a twin: a rotation that publishes the spare before its clearing is
-//! finished, an insert that ignores a rotation, and one that skips the generations that became
-//! current while it ran.
+//! rotations (and in packed blocks of 9 words). Each has a twin: a rotation that publishes the
+//! spare before its clearing is finished, an insert that ignores a rotation, and one that skips
+//! the generations that became current while it ran.
 
 use super::{Twin, with};
 use crate::WindowedBloomFilter;
@@ -10,7 +10,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 /// The smallest window: `generations` live generations and the spare, each one line of 8
-/// words (4 words per block, so a lookup reads 4 words), rotated only by hand.
+/// words (for 2 and 3 generations, 4 words per block, so a lookup reads 4 words; for 8, a packed
+/// block of 9), rotated only by hand.
 fn tiny(generations: u32) -> Arc<WindowedBloomFilter> {
     let f = WindowedBloomFilter::builder(4)
         .fpr(0.1)
@@ -18,8 +19,9 @@ fn tiny(generations: u32) -> Arc<WindowedBloomFilter> {
         .rotate_manually()
         .build()
         .unwrap();
-    assert_eq!(f.sizing().stride_words, 4);
-    assert_eq!(f.memory_bytes(), 4 * 64);
+    let stride = if generations == 8 { 9 } else { 4 };
+    assert_eq!(f.sizing().stride_words, stride);
+    assert_eq!(f.memory_bytes(), u64::from(stride) * 64);
     Arc::new(f)
 }
 
@@ -97,6 +99,19 @@ fn racing_inserts_across_a_rotation_have_exactly_one_new() {
 #[test]
 fn racing_inserts_across_two_rotations_have_exactly_one_new() {
     racing_inserts(3, 2, Twin::Correct);
+}
+
+/// 8 generations: blocks of 9 words, not a power of two (slots by division, the block across a
+/// line boundary in most blocks).
+#[test]
+fn racing_inserts_in_packed_blocks_have_exactly_one_new() {
+    racing_inserts(8, 1, Twin::Correct);
+}
+
+#[test]
+#[should_panic(expected = "told new")]
+fn an_insert_in_packed_blocks_that_ignores_a_rotation_is_not_exactly_once() {
+    racing_inserts(8, 1, Twin::IgnoreRotation);
 }
 
 #[test]

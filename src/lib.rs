@@ -120,7 +120,7 @@
 //!   constructors return [`Error::FprBelowLayoutLimit`] (a growing filter,
 //!   [`Error::GrowingFprBelowLayoutLimit`]), naming the layout that can.
 //! - [`WindowedBloomFilter`] has the word layout only, and one cache line per lookup only up to
-//!   6 periods (7 to 14 take two lines).
+//!   6 periods (7 and 8 take two lines, longer windows more: `sizing().lines_per_lookup()`).
 //! - A fixed-size filter does not grow: past its capacity the false-positive rate rises
 //!   ([`AtomicBloomFilter::info`] tells by how much). [`GrowingBloomFilter`] grows, at the
 //!   cost of one cache line per layer on each insert and more memory.

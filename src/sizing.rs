@@ -45,7 +45,7 @@ pub(crate) use blocked::{FILE_RATE_SLACK, per_item_fill};
 pub(crate) use growing::OVERSHOOT_DIVISOR;
 pub use growing::{DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, MAX_LAYERS};
 pub use window::{MAX_GENERATIONS, WindowSizing, window};
-pub(crate) use window::{generation_fpr, window_fpr};
+pub(crate) use window::{generation_fpr, stride_words, window_fpr};
 
 /// The size of a classic (unblocked) Bloom filter: `bits` and `hashes` for a capacity and a
 /// target false-positive rate. The textbook reference: the crate's filters are blocked and are

@@ -1,6 +1,7 @@
 //! The golden files under `tests/data/`: one file of each kind, written by the first version of
 //! the format, loads and answers as pinned; the file of the retired default hasher's name is
-//! refused and converts; a window file from before the clock field loads.
+//! refused and converts; a window file from before the clock field loads, and one of padded
+//! blocks from before blocks were packed.
 
 mod common;
 
@@ -44,7 +45,7 @@ fn golden_window_start() -> Duration {
     Duration::from_secs(20_000 * 86_400 + 1800)
 }
 
-fn goldens() -> [Golden; 7] {
+fn goldens() -> [Golden; 8] {
     [
         Golden {
             name: "semi-concurrent-bloom-v1.seen",
@@ -172,6 +173,22 @@ fn goldens() -> [Golden; 7] {
             // a quarter of its capacity.
             positives: (750, 1),
             digest: 0x861f_935d_7b8f_9984,
+        },
+        Golden {
+            // 9 generations in packed blocks: 10 slots in 10 words (two lines).
+            name: "windowed-bloom-v1-g9.seen",
+            write: |path, keys| golden_long_window(8, path, keys),
+            answers: |path, keys| {
+                let f = WindowedBloomFilter::load(path).unwrap();
+                assert_eq!((f.generation(), f.generations()), (9, 9));
+                assert_eq!(f.sizing().stride_words, 10);
+                assert_eq!(f.memory_bytes(), 10 * f.sizing().generation.bytes());
+                keys.iter().map(|k| f.contains(k)).collect()
+            },
+            // The last 9 periods' 900 keys and 1 false positive among the 100 forgotten; 194
+            // of 20,000 others (1.0 %: the window holds its capacity).
+            positives: (901, 194),
+            digest: 0xbf05_c2f9_f7d8_64ef,
         },
         Golden {
             name: "growing-bloom-v1.seen",
@@ -341,4 +358,56 @@ fn a_window_file_from_before_the_clock_field_loads_with_an_unknown_time_base() {
     assert_eq!(f.time_base(), TimeBase::Unknown);
     let again = WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
     assert_eq!(again.time_base(), TimeBase::Unknown);
+}
+
+/// The window goldens of 8 generations (padded) and 9 (packed): periods of 100 keys each (the golden keys in
+/// order), rotated by hand, 10 periods: generation 9, the first `10 - G` periods forgotten.
+fn golden_long_window(periods: u32, path: &Path, keys: &[u64]) {
+    let f = WindowedBloomFilter::builder(100)
+        .periods(periods)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    for (i, batch) in keys.chunks(100).enumerate() {
+        if i > 0 {
+            f.rotate();
+        }
+        batch.iter().for_each(|k| _ = f.insert(k));
+    }
+    assert_eq!(f.generation(), 9);
+    f.save(path).unwrap();
+}
+
+/// The positives among the golden keys (inserted, then others) and the digest of every answer.
+fn pinned_answers(f: &WindowedBloomFilter) -> ((usize, usize), u64) {
+    let (inserted, others) = golden_keys();
+    let answers: Vec<u8> = inserted
+        .iter()
+        .chain(&others)
+        .map(|k| u8::from(f.contains(k)))
+        .collect();
+    let (a, b) = answers.split_at(inserted.len());
+    let count = |x: &[u8]| x.iter().filter(|&&x| x == 1).count();
+    ((count(a), count(b)), xxhash_rust::xxh3::xxh3_64(&answers))
+}
+
+/// `windowed-bloom-v1-g8-padded.seen`: 8 generations as every window of more than 7 was saved
+/// before blocks of `G + 1` words, 9 slots padded to 16 words per block (written by
+/// `golden_long_window(7, ..)` of that version). It loads, answers as pinned (the first 2
+/// periods forgotten), keeps its shape, and saves byte for byte as it was.
+#[test]
+fn a_window_file_of_padded_blocks_loads_answers_as_pinned_and_saves_as_it_was() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/windowed-bloom-v1-g8-padded.seen");
+    let f = WindowedBloomFilter::load(&path).unwrap();
+    assert_eq!((f.generation(), f.generations()), (9, 8));
+    assert_eq!(f.sizing().stride_words, 16);
+    assert_eq!(f.memory_bytes(), 16 * f.sizing().generation.bytes());
+    let (positives, digest) = pinned_answers(&f);
+    println!("padded g8: positives {positives:?}, digest {digest:#x}");
+    // 800 in the window and 1 false positive among the 200 forgotten; 167 among 20,000 others
+    // (0.8 %: the window holds its capacity).
+    assert_eq!(positives, (801, 167));
+    assert_eq!(digest, 0x1f0c_a87e_ae24_0c5c);
+    assert_eq!(window_bytes(&f), std::fs::read(&path).unwrap());
 }

@@ -522,6 +522,60 @@ fn window_files_are_laid_out_as_the_format_notes_say() {
     assert!(!loaded.contains_hash(at(5, 0x0123_4567_89ab_cdef)));
 }
 
+/// A window of 8 generations and more is saved in packed blocks, `G + 1` words each, as the
+/// format notes say: 9 slots in 9 words, generation `e` in word `block × 9 + e mod 9`, wrapping
+/// around the slots; the loaded filter answers as the saved one at every generation through
+/// three wraps, and saves the same bytes.
+#[test]
+fn windows_of_8_generations_and_more_are_saved_in_packed_blocks() {
+    let u32_at = |file: &[u8], at: usize| u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
+    let u64_at = |file: &[u8], at: usize| u64::from_le_bytes(file[at..at + 8].try_into().unwrap());
+    let f = WindowedBloomFilter::builder(1000)
+        .periods(7)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    let sizing = f.sizing();
+    let blocks = sizing.generation.blocks;
+    assert_eq!(sizing.stride_words, 9);
+    assert_eq!(f.memory_bytes(), 9 * sizing.generation.bytes());
+    let at = |block: u64, h2: u64| seen::hash::Hash128 {
+        h1: ((u128::from(block) << 64).div_ceil(u128::from(blocks))) as u64,
+        h2,
+    };
+    const H: usize = 112;
+    let keys: Vec<u64> = common::keys(160, 30 * 50);
+    for (e, batch) in keys.chunks(50).enumerate() {
+        let e = e as u64;
+        if e > 0 {
+            assert_eq!(f.rotate(), Some(e));
+        }
+        // One probe per generation at block 3, in the generation's slot.
+        assert!(f.insert_hash(at(3, 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(e + 1))));
+        batch.iter().for_each(|k| _ = f.insert(k));
+        let file = window_bytes(&f);
+        assert_eq!(u64_at(&file, 56), 64 + 8 * blocks * 9);
+        assert_eq!((u32_at(&file, H), u32_at(&file, H + 4)), (8, 9));
+        let word = |block: u64, slot: u64| u64_at(&file, H + 64 + 8 * (block * 9 + slot) as usize);
+        // The spare's word is zero in the file; the current generation's holds its probe.
+        assert_eq!(word(3, (e + 1) % 9), 0);
+        assert_ne!(word(3, e % 9), 0);
+        let loaded = WindowedBloomFilter::read_from(&file[..]).unwrap();
+        assert_eq!(loaded.sizing(), sizing);
+        for (i, k) in keys[..(e as usize + 1) * 50].iter().enumerate() {
+            assert_eq!(loaded.contains(k), f.contains(k), "generation {e}, key {i}");
+        }
+        // Kept for 8 generations (the current one and 7 before it), forgotten after.
+        let oldest = e.saturating_sub(7) as usize;
+        assert!(
+            keys[oldest * 50..(e as usize + 1) * 50]
+                .iter()
+                .all(|k| loaded.contains(k))
+        );
+        assert_eq!(window_bytes(&loaded), file);
+    }
+}
+
 /// A windowed filter's file whose header or window record says something impossible, re-signed
 /// so that only that is wrong: each a typed error, from `load` and from `read_from`, before any
 /// allocation of the size it names.
@@ -558,8 +612,10 @@ fn crafted_window_files_are_refused_for_what_they_say() {
         WindowedBloomFilter::read_from(file).unwrap_err()
     };
     // The record's fields, each set to something no filter writes.
-    let record_cases: [(&str, usize, &[u8]); 16] = [
+    let record_cases: [(&str, usize, &[u8]); 17] = [
         ("0 generations", 0, &0u32.to_le_bytes()),
+        // Packed blocks are for 9 slots and more: 3 slots take 4 words (one line).
+        ("3 words per block", 4, &3u32.to_le_bytes()),
         ("64 generations", 0, &64u32.to_le_bytes()),
         ("4 generations in 4 words", 0, &4u32.to_le_bytes()),
         ("8 words per block", 4, &8u32.to_le_bytes()),

@@ -11,7 +11,7 @@ use core::time::Duration;
 
 use super::BloomBuilder;
 use super::info::{self, BloomInfo};
-use crate::bits::{AtomicBits, CachePadded};
+use crate::bits::CachePadded;
 use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{ItemHasher, StableHasher};
 use crate::sizing::WindowSizing;
@@ -23,8 +23,10 @@ mod file;
 mod options;
 mod protocol;
 mod rotation;
+mod words;
 
 pub use options::{Rotation, WindowOptions};
+use words::Words;
 
 /// Blocks cleared per claim of the spare: small enough that an insert which clears them
 /// stays in the microseconds, large enough that the claims are few. (More for a filter of more
@@ -39,7 +41,9 @@ const CLEAR_CHUNK_BLOCKS: u64 = 32;
 /// keeps `G = n + 1` live generations, the current (partial) one and `n` full ones. Each
 /// generation is a word-layout filter sized for one period's items; the generations' words
 /// for one block sit side by side, so a lookup of the whole window reads **one cache line**
-/// (up to 6 periods; 7 to 14 read two adjacent lines), not one per generation.
+/// (up to 6 periods; 7 and 8 read two lines), not one per generation. From 7 periods a block is
+/// exactly `G + 1` words, so the memory is `(G + 1) / G` that of `G` separate filters at the
+/// same overall rate ([the sizing](crate::sizing::WindowSizing)).
 ///
 /// # Guarantees
 ///
@@ -119,16 +123,20 @@ const CLEAR_CHUNK_BLOCKS: u64 = 32;
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct WindowedBloomFilter<H = StableHasher, C = SystemClock> {
-    bits: AtomicBits,
+    bits: Words,
     sizing: WindowSizing,
     hasher: H,
     clock: C,
     /// What time the filter has rotated by, as recorded (not necessarily what `clock` is).
     time_base: TimeBase,
     rotation: Rotation,
-    /// Slots per block (`G + 1`) and words per block (a power of two).
+    /// Slots per block (`G + 1`) and words per block (the slots, or a power of two above them:
+    /// [`WindowSizing::stride_words`]).
     slots: u64,
     stride: usize,
+    /// `slots - 1` when the slots are a power of two (a slot is then a mask of the generation
+    /// number), else 0.
+    slot_mask: u64,
     /// Count mode: a new item adds `1 << sample_shift` when the low `sample_shift` bits of its
     /// [`sample_bits`](crate::hash::sample_bits) are zero.
     sample_shift: u32,
@@ -215,7 +223,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             }
             _ => {}
         }
-        let bits = AtomicBits::new(sizing.lines())?;
+        let bits = Words::new(sizing.words())?;
         let start = RotationState {
             epoch: 0,
             counted: 0,
@@ -233,7 +241,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
     /// rotation (a count or period of 0) and the generation (at most [`LAST_GENERATION`]).
     pub(super) fn from_parts(
         sizing: WindowSizing,
-        bits: AtomicBits,
+        bits: Words,
         hasher: H,
         (clock, time_base): (C, TimeBase),
         rotation: Rotation,
@@ -255,6 +263,11 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         Self {
             bits,
             stride: sizing.stride_words as usize,
+            slot_mask: if slots.is_power_of_two() {
+                slots - 1
+            } else {
+                0
+            },
             sizing,
             hasher,
             rotation,
@@ -357,7 +370,8 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.sizing
     }
 
-    /// The bytes of bits allocated (every generation, the spare and the padding).
+    /// The bytes of bits allocated (every generation, the spare and, up to 7 generations, the
+    /// padding to a cache line).
     pub fn memory_bytes(&self) -> u64 {
         self.sizing.bytes()
     }
@@ -481,6 +495,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             rotation: self.rotation,
             slots: self.slots,
             stride: self.stride,
+            slot_mask: self.slot_mask,
             sample_shift: self.sample_shift,
             chunk_blocks: self.chunk_blocks,
             chunks: self.chunks,

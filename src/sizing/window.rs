@@ -14,10 +14,12 @@ pub const MAX_GENERATIONS: u32 = 63;
 /// and what the filter allocates (its `sizing()` returns this value).
 ///
 /// Each block holds one 64-bit word per *slot*: the `generations` live ones and one spare (the
-/// generation being cleared for the next rotation). The block is `stride_words` long: the
-/// slots rounded up to a power of two, so that up to 8 slots (7 generations) share one cache
-/// line and a lookup of the whole window costs one cache miss; 8 to 15 generations take two
-/// lines (16 words), and so on.
+/// generation being cleared for the next rotation). The block is `stride_words` long: up to 8
+/// slots (7 generations), the slots rounded up to a power of two, so that the block sits in one
+/// cache line and a lookup of the whole window costs one cache miss; from 9 slots, exactly the
+/// slots, with no padding (9 and 10 slots, 8 and 9 generations, read two lines, as a padded
+/// block of 16 words would; see [`lines_per_lookup`](Self::lines_per_lookup)). A filter loaded
+/// from a file written before blocks were packed keeps that file's padded blocks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct WindowSizing {
@@ -27,7 +29,8 @@ pub struct WindowSizing {
     /// The number of live generations a lookup checks, `G`: the window's periods plus the
     /// current one.
     pub generations: u32,
-    /// The words per block: `generations + 1` slots rounded up to a power of two.
+    /// The words per block: `generations + 1` slots, rounded up to a power of two up to 8
+    /// (one cache line); a filter loaded from an older file may have them rounded up above 8.
     pub stride_words: u32,
     /// The target false-positive rate of a lookup over the whole window, as asked for.
     pub fpr: f64,
@@ -58,9 +61,19 @@ impl WindowSizing {
         self.generations + 1
     }
 
-    /// The number of 64-byte cache lines one lookup of the whole window reads.
+    /// The most 64-byte cache lines one lookup of the whole window reads: 1 up to 7
+    /// generations; a block of `S` words starts at a multiple of `gcd(S, 8)` words into a line,
+    /// so at most `ceil((S + 8 - gcd(S, 8)) / 8)` (2 for 8 and 9 generations, 3 for 10).
     pub const fn lines_per_lookup(&self) -> u32 {
-        self.stride_words.div_ceil(8)
+        let s = self.stride_words;
+        // gcd(s, 8): the largest power of two up to 8 that divides s.
+        let gcd = 1
+            << (if s.trailing_zeros() < 3 {
+                s.trailing_zeros()
+            } else {
+                3
+            });
+        (s + 8 - gcd).div_ceil(8)
     }
 
     /// Bits per item of the whole window when full (`generations · items_per_period` items).
@@ -73,9 +86,9 @@ impl WindowSizing {
         self.generation.blocks
     }
 
-    /// The number of 64-byte lines.
-    pub(crate) fn lines(&self) -> usize {
-        (self.bits / 512) as usize
+    /// The number of 64-bit words.
+    pub(crate) fn words(&self) -> usize {
+        (self.bits / 64) as usize
     }
 }
 
@@ -87,7 +100,8 @@ impl WindowSizing {
 ///
 /// Each generation is a [`Layout::Word`] filter sized by [`blocked`] for
 /// `1 - (1 - fpr)^(1/G)` (about `fpr / G`); the memory is that of `G + 1` such filters (the
-/// spare is cleared ahead of each rotation), plus padding when `G + 1` is not a power of two.
+/// spare is cleared ahead of each rotation), plus padding to a whole cache line when `G + 1` is
+/// 3, 5, 6 or 7 (see [`WindowSizing`]).
 ///
 /// # Errors
 ///
@@ -132,7 +146,7 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
             },
             other => other,
         })?;
-    let stride_words = (generations + 1).next_power_of_two();
+    let stride_words = stride_words(generations);
     let bits = generation
         .bits
         .checked_mul(u64::from(stride_words))
@@ -154,6 +168,18 @@ pub fn window(items_per_period: u64, generations: u32, fpr: f64) -> Result<Windo
     })
 }
 
+/// The words per block that [`window`] gives `generations`: the slots (`G + 1`) rounded up to
+/// a power of two up to 8, so that the block is in one line; exactly the slots from 9 (a padded
+/// block would take as many lines or more, and up to twice the memory).
+pub(crate) const fn stride_words(generations: u32) -> u32 {
+    let slots = generations + 1;
+    if slots <= 8 {
+        slots.next_power_of_two()
+    } else {
+        slots
+    }
+}
+
 /// The rate each of `generations` generations is sized for, so that a lookup over all of them
 /// meets `fpr`: `1 - (1 - fpr)^(1/G)`, without cancellation as `-expm1(ln(1 - fpr) / G)`.
 pub(crate) fn generation_fpr(fpr: f64, generations: u32) -> f64 {
@@ -172,14 +198,18 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn one_line_up_to_seven_generations_then_whole_lines() {
+    fn one_line_up_to_seven_generations_then_packed_blocks() {
         for (g, stride, lines) in [
             (1, 2, 1),
             (3, 4, 1),
             (4, 8, 1),
             (7, 8, 1),
-            (8, 16, 2),
-            (24, 32, 4),
+            (8, 9, 2),
+            (9, 10, 2),
+            (10, 11, 3),
+            (11, 12, 2),
+            (15, 16, 2),
+            (24, 25, 4),
             (63, 64, 8),
         ] {
             let w = window(1000, g, 0.01).unwrap();
@@ -190,6 +220,44 @@ mod tests {
             );
             assert_eq!(w.bits, w.generation.bits * u64::from(stride));
             assert_eq!(w.bits % 512, 0);
+        }
+    }
+
+    /// `lines_per_lookup` is the most lines any block spans, counted block by block (block `b`
+    /// starts at word `b × S` of a run that starts a line).
+    #[test]
+    fn lines_per_lookup_is_the_most_lines_a_block_spans() {
+        for g in 1..=MAX_GENERATIONS {
+            let w = window(1000, g, 0.5).unwrap();
+            let s = u64::from(w.stride_words);
+            let most = (0..8).map(|b| (b * s % 8 + s).div_ceil(8)).max().unwrap();
+            assert_eq!(u64::from(w.lines_per_lookup()), most, "{g}");
+        }
+    }
+
+    /// From 8 generations the window takes `(G + 1) / G` the memory of `G` separate word-layout
+    /// filters at the same overall rate (each at the generation's rate): the spare, no padding.
+    /// Below, at most twice (1 generation and its spare; 2 or 4 padded to a line).
+    #[test]
+    fn the_window_takes_the_memory_of_its_slots() {
+        for items in [1000, 2_000_000, 10_000_000] {
+            for fpr in [0.1, 0.01, 1e-3] {
+                for g in 1..=MAX_GENERATIONS {
+                    let Ok(w) = window(items, g, fpr) else {
+                        continue;
+                    };
+                    let one = blocked(items, w.generation_fpr, Layout::Word).unwrap();
+                    assert_eq!(w.generation, one);
+                    let separate = f64::from(g) * one.bits as f64;
+                    let ratio = w.bits as f64 / separate;
+                    if g >= 8 {
+                        assert_eq!(w.bits, u64::from(g + 1) * one.bits);
+                        assert!(ratio <= 1.125);
+                    } else {
+                        assert!(ratio <= 2.0, "{g}: {ratio}");
+                    }
+                }
+            }
         }
     }
 

@@ -54,8 +54,8 @@ pub(crate) struct Dedup {
     /// record is always dropped; one more than WINDOW + PERIOD later is always printed
     /// (between the two, it depends on the time of day the key came). A windowed filter of
     /// WINDOW / PERIOD + 1 generations of --capacity keys each. Time is the wall clock, or
-    /// --time-field. Up to 7 generations share one cache line: `--window 6d --period 1d`
-    /// takes about half the memory of `7d` (see `seen size --window 7d --period 1d`).
+    /// --time-field. Up to 7 generations share one cache line (`--window 6d --period 1d`);
+    /// more read two lines or more (see `seen size --window 7d --period 1d`).
     #[arg(long, value_name = "WINDOW", value_parser = parse_duration, requires = "period", help_heading = "Structure (one of)")]
     pub(super) window: Option<Duration>,
     /// With --window: how often the oldest generation is forgotten (`1d`; WINDOW must be a

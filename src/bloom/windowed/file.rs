@@ -8,15 +8,15 @@ use std::io::{Read, Write};
 
 use core::time::Duration;
 
-use super::{LAST_GENERATION, Rotation, RotationState, WindowedBloomFilter};
-use crate::bits::AtomicBits;
+use super::{LAST_GENERATION, Rotation, RotationState, WindowedBloomFilter, Words};
 use crate::bloom::file::{bloom_parameters, line_bits};
 use crate::clock::{Clock, SystemClock, TimeBase, as_nanos};
 use crate::hash::{HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
 use crate::persist::{bad_header, identity_of, write_file};
 use crate::sizing::{
-    BlockedSizing, FILE_RATE_SLACK, MAX_GENERATIONS, WindowSizing, generation_fpr, window_fpr,
+    BlockedSizing, FILE_RATE_SLACK, MAX_GENERATIONS, WindowSizing, generation_fpr,
+    stride_words as stride_words_of, window_fpr,
 };
 use crate::sync::Ordering::Relaxed;
 use crate::{Error, Layout};
@@ -116,9 +116,14 @@ impl Record {
             return Err(bad_header("generations outside 1..=63"));
         }
         let stride_words = u32_at(4);
-        if stride_words != (generations + 1).next_power_of_two() {
+        // What the crate writes (`stride_words`: the slots to a power of two up to 8, exactly
+        // the slots from 9), or the slots to a power of two from 9 (what it wrote before
+        // blocks were packed).
+        let padded = (generations + 1).next_power_of_two();
+        if stride_words != stride_words_of(generations) && stride_words != padded {
             return Err(bad_header(
-                "words per block other than the generations plus one, to a power of two",
+                "words per block other than the generations plus one (from 8 generations) or that \
+                 to a power of two",
             ));
         }
         if u64::from(stride_words) != stride {
@@ -192,7 +197,8 @@ impl Record {
     }
 }
 
-/// The words per block that a header's payload length implies (a power of two from 2 to 64),
+/// The words per block that a header's payload length implies (a power of two from 2 to 64,
+/// or 9 to 64),
 /// after checking the fields the bits depend on; `Error::TooLarge` for bits this machine
 /// cannot hold. Checked before anything is read past the header.
 fn words_per_block(header: &Header) -> Result<u64, Error> {
@@ -215,9 +221,10 @@ fn words_per_block(header: &Header) -> Result<u64, Error> {
         .ok_or_else(mismatch)?;
     let slot_bytes = header.blocks.checked_mul(8).ok_or_else(mismatch)?;
     let stride = bits_bytes / slot_bytes;
+    // A power of two (2 to 64), or a block of 9 or more slots, packed.
     if bits_bytes % slot_bytes != 0
-        || !stride.is_power_of_two()
         || !(2..=u64::from(MAX_GENERATIONS + 1)).contains(&stride)
+        || !(stride.is_power_of_two() || stride > 8)
     {
         return Err(mismatch());
     }
@@ -383,7 +390,7 @@ impl<H: ItemHasher> WindowedBloomFilter<H> {
         let generation = generation_sizing(header, &record)?;
         // Checked by `words_per_block`: the bits are fewer than this machine addresses.
         let lines = (header.blocks / 8 * stride) as usize;
-        let bits = AtomicBits::read_lines(lines, checked, |line| payload.read_exact(line))?;
+        let bits = Words::read(lines * 8, checked, |words| payload.read_exact(words))?;
         let slots = u64::from(record.generations) + 1;
         let spare = (record.state.epoch + 1) % slots;
         let dead = bits.iter_words().enumerate().any(|(i, word)| {

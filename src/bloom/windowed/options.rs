@@ -81,7 +81,8 @@ impl<C, H> BloomBuilder<WindowOptions<C>, H> {
     /// generations, the current (partial) one and `periods` full ones, so an item is
     /// remembered for `periods` to `periods + 1` periods ([the type's
     /// guarantees](WindowedBloomFilter#guarantees) say exactly). Up to 6 periods the
-    /// generations and the spare share one cache line; 7 to 14 take two.
+    /// generations and the spare share one cache line; 7 and 8 take two, in blocks of exactly
+    /// `periods + 2` words ([`lines_per_lookup`](crate::sizing::WindowSizing::lines_per_lookup)).
     ///
     /// # Examples
     ///
@@ -95,6 +96,8 @@ impl<C, H> BloomBuilder<WindowOptions<C>, H> {
     ///     .build()?;
     /// assert_eq!((f.periods(), f.generations()), (8, 9));
     /// assert_eq!(f.sizing().lines_per_lookup(), 2);
+    /// // 9 generations and the spare in 10 words: 10/9 the memory of 9 separate filters.
+    /// assert_eq!(f.memory_bytes(), 10 * f.sizing().generation.bytes());
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn periods(mut self, periods: u32) -> Self {

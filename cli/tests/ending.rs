@@ -175,7 +175,12 @@ fn a_second_signal_later_exits_at_once() {
         // then ends it at once with nothing to finish). One byte read leaves the rest of the
         // 100 KiB blocked on the pipe.
         let mut first = [0u8; 1];
-        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut first)
+            .unwrap();
         assert_eq!(first[0], b'x');
         kill("INT", &[child.id()]);
         // Past the 250 ms in which a second delivery counts as the same signal.

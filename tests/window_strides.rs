@@ -131,6 +131,22 @@ fn every_generation_count_round_trips_and_every_stride_loads_or_is_refused() {
                     assert_eq!(l.memory_bytes(), s * l.sizing().generation.bytes());
                     same_answers(&f, &l, &batches);
                     assert_eq!(window_bytes(&l), file, "g {g} stride {s} saves as loaded");
+                    // A set bit in the spare, or in a padding word, of the last block: refused.
+                    let blocks = u64_at(&file, 48);
+                    let spare = (u64_at(&file, H + 8) + 1) % u64::from(slots);
+                    for slot in [spare, u64::from(slots), s - 1] {
+                        if slot >= s || (slot != spare && slot < u64::from(slots)) {
+                            continue;
+                        }
+                        let mut bad = file.clone();
+                        bad[H + 64 + 8 * ((blocks - 1) * s + slot) as usize] |= 0x80;
+                        common::reseal(&mut bad);
+                        let e = WindowedBloomFilter::read_from(&bad[..]).unwrap_err();
+                        assert!(
+                            matches!(e, Error::Corrupt(Corruption::Header(_))),
+                            "g {g} stride {s} slot {slot}: {e:?}"
+                        );
+                    }
                     // Goes on: rotations across the slots keep answers as the original's.
                     let o = WindowedBloomFilter::read_from(&good[..]).unwrap();
                     for e in 0..(g as u64 + 2) {
@@ -233,4 +249,40 @@ fn one_item_per_period_and_the_last_block_through_the_window() {
             }
         }
     }
+}
+
+/// A packed window of several chunks (blocks of 10 words across the 1 MiB chunk boundaries)
+/// saves and loads, from a path and from a stream, with the same answers and bytes.
+#[test]
+fn a_packed_window_of_several_chunks_round_trips() {
+    let f = WindowedBloomFilter::builder(200_000)
+        .periods(8)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    assert_eq!(f.sizing().stride_words, 10);
+    assert!(f.memory_bytes() > 3 << 20);
+    let mut batches = Vec::new();
+    for e in 0..12u64 {
+        if e > 0 {
+            f.rotate();
+        }
+        let keys = common::keys(900 + e, 20_000);
+        keys.iter().for_each(|k| _ = f.insert(k));
+        batches.push(keys);
+    }
+    let bytes = window_bytes(&f);
+    let dir = common::files::scratch("packed-chunks");
+    let path = dir.join("w.seen");
+    f.save(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    for l in [
+        WindowedBloomFilter::load(&path).unwrap(),
+        WindowedBloomFilter::read_from(&bytes[..]).unwrap(),
+    ] {
+        assert_eq!(l.sizing(), f.sizing());
+        same_answers(&f, &l, &batches);
+        assert_eq!(window_bytes(&l), bytes);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

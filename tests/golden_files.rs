@@ -183,6 +183,8 @@ fn goldens() -> [Golden; 8] {
                 assert_eq!((f.generation(), f.generations()), (9, 9));
                 assert_eq!(f.sizing().stride_words, 10);
                 assert_eq!(f.memory_bytes(), 10 * f.sizing().generation.bytes());
+                // Saved again, byte for byte the golden file (the packed layout is pinned).
+                assert_eq!(window_bytes(&f), std::fs::read(path).unwrap());
                 keys.iter().map(|k| f.contains(k)).collect()
             },
             // The last 9 periods' 900 keys and 1 false positive among the 100 forgotten; 194

@@ -377,7 +377,18 @@ proptest! {
 /// - few keys that neither thread was told were new (only false positives can do that).
 #[test]
 fn inserts_racing_a_rotator_keep_the_retention_and_are_exactly_once() {
-    const G: u32 = 4;
+    racing_a_rotator::<4>();
+}
+
+/// The same in packed blocks: 8 generations in blocks of 9 words, 9 in 10 (slots by division,
+/// blocks across line boundaries).
+#[test]
+fn inserts_racing_a_rotator_in_packed_blocks_keep_the_retention_and_are_exactly_once() {
+    racing_a_rotator::<8>();
+    racing_a_rotator::<9>();
+}
+
+fn racing_a_rotator<const G: u32>() {
     // The inserts also rotate, every 200 new items, into generations sized for 2,000: rotations
     // every few microseconds, so many inserts straddle one.
     let f = WindowedBloomFilter::builder(2_000)
@@ -503,7 +514,17 @@ fn the_sizing_is_what_the_filter_allocates() {
 /// key are allowed only `G` or more generations apart.
 #[test]
 fn two_threads_inserting_one_key_at_once_across_rotations_get_one_new() {
-    const G: u32 = 15;
+    one_key_at_once::<15>();
+}
+
+/// The same in packed blocks of 9 and 10 words (8 and 9 generations).
+#[test]
+fn two_threads_inserting_one_key_at_once_in_packed_blocks_get_one_new() {
+    one_key_at_once::<8>();
+    one_key_at_once::<9>();
+}
+
+fn one_key_at_once<const G: u32>() {
     let f = WindowedBloomFilter::builder(64)
         .periods(G - 1)
         .rotate_manually()

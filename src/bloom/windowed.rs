@@ -370,8 +370,10 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         self.sizing
     }
 
-    /// The bytes of bits allocated (every generation, the spare and, up to 7 generations, the
-    /// padding to a cache line).
+    /// The bytes of bits allocated: every generation, the spare and the padding of each block
+    /// to a power of two words (up to 7 generations; above, only in a filter loaded from a file
+    /// of padded blocks), [`sizing().bytes()`](WindowSizing::bytes). (The allocation holds up to
+    /// 56 bytes more, to start the bits at a cache line.)
     pub fn memory_bytes(&self) -> u64 {
         self.sizing.bytes()
     }

@@ -100,8 +100,8 @@ impl WindowSizing {
 ///
 /// Each generation is a [`Layout::Word`] filter sized by [`blocked`] for
 /// `1 - (1 - fpr)^(1/G)` (about `fpr / G`); the memory is that of `G + 1` such filters (the
-/// spare is cleared ahead of each rotation), plus padding to a whole cache line when `G + 1` is
-/// 3, 5, 6 or 7 (see [`WindowSizing`]).
+/// spare is cleared ahead of each rotation), plus padding of each block to a power of two words
+/// when `G + 1` is 3 (to 4 words), 5, 6 or 7 (to 8, a cache line; see [`WindowSizing`]).
 ///
 /// # Errors
 ///

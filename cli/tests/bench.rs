@@ -292,14 +292,14 @@ fn the_batch_path_answers_as_one_by_one() {
         "--fpr",
         "0.01",
         "--structures",
-        "word,line,semi,window,overwrite",
+        "word,line,semi,grow,window,overwrite",
     ];
     let single = json_of(&args);
     let mut batched = args.to_vec();
     batched.push("--batch");
     let batched = json_of(&batched);
     assert_eq!(batched["batch"], true);
-    for structure in ["word", "line", "semi", "window", "overwrite"] {
+    for structure in ["word", "line", "semi", "grow", "window", "overwrite"] {
         let (a, b) = (
             results(&single, structure)[0],
             results(&batched, structure)[0],

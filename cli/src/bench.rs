@@ -448,7 +448,7 @@ impl Built {
     fn memory(&self) -> (u64, bool) {
         match self {
             Self::Bloom(f) => (f.memory_bytes(), false),
-            Self::Semi(f, _) => (semi_bytes(f), true),
+            Self::Semi(f, _) => (f.memory_bytes(), true),
             Self::Grow(f) => (f.memory_bytes(), false),
             Self::Window(f) => (f.memory_bytes(), false),
             Self::Overwrite(m) => (m.memory_bytes(), false),
@@ -549,12 +549,6 @@ fn dash_map_bytes(map: &DashMap<Box<[u8]>, ()>) -> u64 {
         .map(|entry| malloc_block(entry.key().len() as u64))
         .sum();
     shards + tables + keys
-}
-
-/// The semi-concurrent filter's memory, as the library estimates it (its bits twice once
-/// compacted, the summary, a node per pending hash).
-fn semi_bytes(f: &SemiConcurrentBloomFilter) -> u64 {
-    f.memory_bytes()
 }
 
 /// `range` split into `parts` consecutive pieces of nearly equal length.
@@ -966,14 +960,14 @@ mod tests {
             .ok()
             .unwrap();
         let bits = f.snapshot().memory_bytes();
-        let summary = semi_bytes(&f) - bits;
+        let summary = f.memory_bytes() - bits;
         assert!(summary > 0 && summary < bits, "{summary}");
         for i in 0..10u32 {
             f.insert(&i);
         }
         let node = SemiConcurrentBloomFilter::<seen::hash::StableHasher>::PENDING_NODE_BYTES;
-        assert_eq!(semi_bytes(&f), bits + 10 * node + summary);
+        assert_eq!(f.memory_bytes(), bits + 10 * node + summary);
         assert!(f.compact());
-        assert_eq!(semi_bytes(&f), 2 * bits + summary);
+        assert_eq!(f.memory_bytes(), 2 * bits + summary);
     }
 }

@@ -521,8 +521,9 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
     }
 
     /// The size of the copy-on-write segments, rounded up to a power of two of 64-byte lines
-    /// (default 4096; a power of two so that a lookup finds its segment with a shift). A compaction that cannot reuse the previous snapshot in place (someone still holds
-    /// it) copies the segments its hashes touch; a segment as large as the filter makes that a
+    /// (default 4096; a power of two so that a lookup finds its segment with a shift). A
+    /// compaction that cannot reuse the previous snapshot in place (someone still holds it)
+    /// copies the segments its hashes touch; a segment as large as the filter makes that a
     /// copy of the whole filter.
     pub fn segment_bytes(mut self, bytes: usize) -> Self {
         self.options_mut().segment_bytes = bytes;

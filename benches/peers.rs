@@ -17,6 +17,9 @@
 //!   keys at a time, results into a reused `Vec<bool>`; every other row is a loop of single calls.
 //! - `bound_random_reads` (in `contains_hit`): independent random reads of an array as large as
 //!   `seen_word`'s filter, the memory-level-parallelism bound of the machine (4 KiB pages).
+//!   `bound_random_fetch_or` and `bound_random_or` (in `insert`): one bit set in a random word
+//!   of the same array, by an atomic `fetch_or` and by a plain `|=`: the floor of a write
+//!   through `&self` that threads share, and of one through `&mut self`.
 //! - Group `insert_token64`: `seen_word` and `seen_word_many` inserting 64-byte tokens through
 //!   the byte hash, where hashing takes long enough to keep a loop of single calls from
 //!   overlapping its misses.
@@ -41,6 +44,8 @@
 //! `PEERS_RACE=0` (skip the race table). Results in `docs/benchmarks.md`.
 
 use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 mod common;
@@ -860,7 +865,8 @@ fn selected(name: &str) -> bool {
 
 /// The memory-level-parallelism bound: independent random 8-byte reads from an array as large
 /// as `seen_word`'s filter, one multiply per index and nothing else, so the processor keeps
-/// as many misses in flight as it can. The array is a plain `Vec` (4 KiB pages).
+/// as many misses in flight as it can. The array is a plain `Vec` (4 KiB pages). Then the same
+/// for writes of one bit: atomic (`fetch_or`) and plain (`|=`).
 fn bench_bound(c: &mut Criterion, n: u64, label: &str) {
     let words = (bloom(Layout::Word, n).memory_bytes() / 8) as usize;
     let array: Vec<u64> = (0..words as u64).collect();
@@ -878,6 +884,48 @@ fn bench_bound(c: &mut Criterion, n: u64, label: &str) {
                     sum = sum.wrapping_add(array[((u128::from(h) * words as u128) >> 64) as usize]);
                 }
                 black_box(sum);
+                next += iters;
+                start.elapsed()
+            })
+        },
+    );
+    group.finish();
+    // The same for writes: one bit set in a random word, as an atomic `fetch_or` (what any
+    // filter that threads share through `&self` must do, in some form) and as a plain `|=`
+    // (what a filter behind `&mut self`, such as sbbf-rs, does).
+    let atomic: Vec<AtomicU64> = (0..words as u64).map(AtomicU64::new).collect();
+    let mut plain = array;
+    let mut group = c.benchmark_group("insert");
+    group.throughput(Throughput::Elements(1));
+    let mut next = 0u64;
+    group.bench_function(
+        BenchmarkId::new("bound_random_fetch_or", format!("{label}/1t")),
+        |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                let mut any = 0u64;
+                for i in next..next + iters {
+                    let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    let word = &atomic[((u128::from(h) * words as u128) >> 64) as usize];
+                    any |= word.fetch_or(1 << (h >> 58), Relaxed);
+                }
+                black_box(any);
+                next += iters;
+                start.elapsed()
+            })
+        },
+    );
+    let mut next = 0u64;
+    group.bench_function(
+        BenchmarkId::new("bound_random_or", format!("{label}/1t")),
+        |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                for i in next..next + iters {
+                    let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    plain[((u128::from(h) * words as u128) >> 64) as usize] |= 1 << (h >> 58);
+                }
+                black_box(&plain);
                 next += iters;
                 start.elapsed()
             })

@@ -10,14 +10,24 @@
 //!   keys (the filter is rebuilt, untimed, when full); lookups query a filter holding 1M keys,
 //!   for keys it holds (hit) and keys it never saw (miss). With 2 threads, the time per
 //!   operation is the wall time of both divided by the operations of both.
+//! - The floors the design sets, in the same groups: `pending_set_alone` (in `semi_insert`) is
+//!   the crossbeam-skiplist `SkipList` the filter buffers its inserts in, doing only what the
+//!   filter asks of it: one `get_or_insert_with` of each key's 128-bit hash, and every 1,024
+//!   keys one thread takes them all and removes each under one epoch pin (a compaction's share
+//!   of the set's work), with no snapshot, summary or bits. `atomic_word_behind_arc_swap` (in
+//!   the lookup groups) is the word filter reached through an `arc_swap::ArcSwap`, as the
+//!   filter reaches its snapshot: one `load` per lookup.
 //!
-//! Run: `cargo bench -p seen-benches --bench semi_concurrent` (about 3 minutes). Results in
+//! Run: `cargo bench -p seen-benches --bench semi_concurrent` (about 4 minutes). Results in
 //! `docs/benchmarks.md`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use crossbeam_skiplist::SkipList;
+use seen::hash::{ItemHasher, StableHasher};
 use seen::{AtomicBloomFilter, SemiConcurrentBloomFilter};
 
 mod common;
@@ -69,6 +79,57 @@ fn compaction(c: &mut Criterion) {
         }
     }
     group.finish();
+}
+
+/// The semi-concurrent filter's pending set with nothing around it: the floor of its insert.
+struct PendingSetAlone {
+    set: SkipList<u128, u64>,
+    /// Taken with `try_lock` by the one thread that empties the set, as the filter's compactor.
+    compactor: std::sync::Mutex<()>,
+    hasher: StableHasher,
+}
+
+impl PendingSetAlone {
+    fn new() -> Self {
+        PendingSetAlone {
+            set: SkipList::new(crossbeam_epoch::default_collector().clone()),
+            compactor: std::sync::Mutex::new(()),
+            hasher: StableHasher::new(),
+        }
+    }
+
+    /// What the filter's insert asks of the set: link the key's 128-bit hash without replacing
+    /// an entry (`get_or_insert_with`, whose closure the filter uses to take a summary ticket;
+    /// here it only notes that it ran), and when 1,024 are pending, take them all and remove
+    /// each. The filter pins once more per compaction (for its iteration and its removals);
+    /// this one reuses the insert's pin, so it is, if anything, a little cheaper.
+    fn insert(&self, key: u64) -> bool {
+        let hash = self.hasher.hash_item(&key);
+        let value = u128::from(hash.h1) << 64 | u128::from(hash.h2);
+        let guard = &crossbeam_epoch::pin();
+        let mut linked = false;
+        self.set
+            .get_or_insert_with(
+                value,
+                || {
+                    linked = true;
+                    0
+                },
+                guard,
+            )
+            .release(guard);
+        if self.set.len() >= BATCH as usize
+            && let Ok(_compactor) = self.compactor.try_lock()
+        {
+            let batch: Vec<u128> = self.set.iter(guard).map(|entry| *entry.key()).collect();
+            for value in &batch {
+                if let Some(entry) = self.set.remove(value, guard) {
+                    entry.release(guard);
+                }
+            }
+        }
+        linked
+    }
 }
 
 const N: u64 = 10_000_000;
@@ -157,13 +218,21 @@ fn operations(c: &mut Criterion) {
             || AtomicBloomFilter::with_capacity(N, 0.01).unwrap(),
             |f, k| f.insert(&k),
         );
+        fresh_inserts(
+            &mut group,
+            "pending_set_alone",
+            PendingSetAlone::new,
+            PendingSetAlone::insert,
+        );
         group.finish();
     }
     let semi_filter = semi_compacting(N);
     let atomic = AtomicBloomFilter::with_capacity(N, 0.01).unwrap();
+    let behind_arc_swap = ArcSwap::from_pointee(AtomicBloomFilter::with_capacity(N, 0.01).unwrap());
     for k in 1..=HELD {
         semi_filter.insert(&k);
         atomic.insert(&k);
+        behind_arc_swap.load().insert(&k);
     }
     for (group_name, base) in [("semi_contains_hit", 0), ("semi_contains_miss", MISS)] {
         let mut group = c.benchmark_group(group_name);
@@ -174,6 +243,13 @@ fn operations(c: &mut Criterion) {
         lookups(&mut group, "atomic_word", &atomic, base, |f, k| {
             f.contains(&k)
         });
+        lookups(
+            &mut group,
+            "atomic_word_behind_arc_swap",
+            &behind_arc_swap,
+            base,
+            |f, k| f.load().contains(&k),
+        );
         group.finish();
     }
 }

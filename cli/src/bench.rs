@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::Failure;
 use crate::flags::{DEFAULT_FPR, DEFAULT_REMEMBER_PROBABILITY, capacity, probability, threads};
-use crate::plot::{self, BarChart};
+use crate::plot::{BarChart, PlotFile};
 use crate::table::{self, Table, given, grouped, human_bytes, rate};
 
 #[derive(Args)]
@@ -629,7 +629,15 @@ fn measure(
     let t = threads as usize;
     let keys = &work.present;
     let insert = |range| built.insert(keys, range, args.batch);
-    let failed = |e: Error| Failure(format!("{name}: an insert failed: {e}"));
+    let failed = |e: Error| {
+        let hint = match e {
+            Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. } => {
+                " (raise --capacity, or leave it out with --structures)"
+            }
+            _ => "",
+        };
+        Failure(format!("{name}: an insert failed: {e}{hint}"))
+    };
     let (insert_time, new) = match &built {
         // The window's periods one after the other, each split over the threads, and a
         // rotation between them: every key stays in the window.
@@ -675,6 +683,8 @@ fn measure(
 }
 
 pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
+    // First: a plot path that cannot be written fails now, not after the measurements.
+    let plot = args.plot.as_deref().map(PlotFile::open).transpose()?;
     let work = match &args.input {
         Some(path) => Workload::from_file(path)?,
         None => Workload::generated(args.items)?,
@@ -688,14 +698,28 @@ pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
         named.push(s);
         first
     });
+    // A structure that cannot be built or refuses an insert (a rate its layout cannot reach,
+    // a growing filter past its last layer) does not cost the others their results: they are
+    // still measured and shown, and its failure is reported after them.
     let mut results = Vec::new();
+    let mut failures = Vec::new();
     for &threads in &args.threads {
         for &structure in &structures {
-            results.push(measure(structure, args, capacity, threads, &work)?);
+            match measure(structure, args, capacity, threads, &work) {
+                Ok(measured) => results.push(measured),
+                Err(Failure(why)) => {
+                    if !failures.contains(&why) {
+                        failures.push(why);
+                    }
+                }
+            }
         }
     }
-    if let Some(path) = &args.plot {
-        plot::save(path, &chart(&results, &work, capacity, args).to_svg())?;
+    if results.is_empty() {
+        return Err(Failure(failures.join("; ")));
+    }
+    if let Some(plot) = plot {
+        plot.write(&chart(&results, &work, capacity, args).to_svg())?;
     }
     if args.json {
         table::print(&format!("{}\n", to_json(&results, &work, capacity, args)))?;
@@ -716,12 +740,16 @@ pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
         })
         .collect();
     if !missed.is_empty() {
-        return Err(Failure(format!(
+        failures.push(format!(
             "false negatives, a bug in the library: {}",
             missed.join("; ")
-        )));
+        ));
     }
-    Ok(())
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure(failures.join("; ")))
+    }
 }
 
 fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) -> String {

@@ -67,7 +67,9 @@ enum Command {
     /// Each structure chosen by --structures is built for --capacity keys at --fpr, the keys
     /// are inserted split over each thread count of --threads, then looked up: the inserted
     /// ones (a Bloom filter must find all) and as many never inserted (the fraction found is
-    /// the measured false-positive rate). A table on standard output, or --json.
+    /// the measured false-positive rate). A table on standard output, or --json. A structure
+    /// that cannot be built or refuses an insert at these settings is left out of the results
+    /// and named on standard error after them, with exit status 2.
     Bench(bench::Bench),
     /// Print a completion script for SHELL on standard output, for example
     /// `seen completions bash > ~/.local/share/bash-completion/completions/seen`.

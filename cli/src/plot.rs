@@ -211,8 +211,61 @@ impl BarChart {
 
 /// Writes `svg` to `path`, or the one-line failure naming the file.
 pub(crate) fn save(path: &Path, svg: &str) -> Result<(), Failure> {
-    std::fs::write(path, svg)
-        .map_err(|e| Failure(format!("cannot write the plot {}: {e}", path.display())))
+    std::fs::write(path, svg).map_err(|e| cannot_write(path, &e))
+}
+
+fn cannot_write(path: &Path, e: &std::io::Error) -> Failure {
+    Failure(format!("cannot write the plot {}: {e}", path.display()))
+}
+
+/// The file a plot will be written to, opened before the work that produces the plot, so that
+/// a path that cannot be written fails at once rather than after a long run. An existing file
+/// keeps its contents until [`write`](Self::write); a file the open created is removed again if
+/// it is dropped unwritten (the run failed).
+pub(crate) struct PlotFile {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    created: bool,
+    written: bool,
+}
+
+impl PlotFile {
+    pub(crate) fn open(path: &Path) -> Result<Self, Failure> {
+        let fail = |e: std::io::Error| cannot_write(path, &e);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true);
+        let (file, created) = match options.clone().create_new(true).open(path) {
+            Ok(file) => (file, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                (options.open(path).map_err(fail)?, false)
+            }
+            Err(e) => return Err(fail(e)),
+        };
+        Ok(PlotFile {
+            file,
+            path: path.to_path_buf(),
+            created,
+            written: false,
+        })
+    }
+
+    /// Replaces the file's contents with `svg`.
+    pub(crate) fn write(mut self, svg: &str) -> Result<(), Failure> {
+        use std::io::Write as _;
+        let fail = |e: std::io::Error| cannot_write(&self.path, &e);
+        self.file.set_len(0).map_err(fail)?;
+        self.file.write_all(svg.as_bytes()).map_err(fail)?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for PlotFile {
+    fn drop(&mut self) {
+        if self.created && !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// One axis: its scale, the range it spans and where its ticks are.

@@ -33,10 +33,27 @@ pub(crate) fn append_results<I: Iterator<Item = Hash128>>(
     hashes: I,
     run: impl FnOnce(I, &mut Vec<bool>),
 ) -> usize {
+    let done: Result<usize, core::convert::Infallible> =
+        try_append_results(out, hashes, |hashes, out| {
+            run(hashes, out);
+            Ok(())
+        });
+    let Ok(count) = done;
+    count
+}
+
+/// [`append_results`] for a batch that can fail: `run`'s error is returned, and the results it
+/// appended before failing stay in `out`.
+#[inline]
+pub(crate) fn try_append_results<I: Iterator<Item = Hash128>, E>(
+    out: &mut Vec<bool>,
+    hashes: I,
+    run: impl FnOnce(I, &mut Vec<bool>) -> Result<(), E>,
+) -> Result<usize, E> {
     reserve_results(out, hashes.size_hint());
     let start = out.len();
-    run(hashes, out);
-    out[start..].iter().filter(|&&result| result).count()
+    run(hashes, out)?;
+    Ok(out[start..].iter().filter(|&&result| result).count())
 }
 
 /// Runs `f` on the hashes in groups of [`GROUP`] (the last may be shorter, never empty).

@@ -12,7 +12,7 @@ use super::info::{BloomInfo, LayerInfo, estimated_fpr, estimated_len};
 use super::probe::block;
 use super::{BloomBuilder, Probe};
 use crate::batch::{
-    GROUP_MIN_BYTES, append_results, for_each_group, reserve_results, try_for_each_group,
+    GROUP_MIN_BYTES, append_results, for_each_group, try_append_results, try_for_each_group,
 };
 use crate::bits::{AtomicBits, CachePadded, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher, sample_bits};
@@ -554,11 +554,9 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     where
         I: IntoIterator<Item = Hash128>,
     {
-        let hashes = hashes.into_iter();
-        reserve_results(new, hashes.size_hint());
-        let start = new.len();
-        self.insert_each(hashes, |result| new.push(result))?;
-        Ok(new[start..].iter().filter(|&&result| result).count())
+        try_append_results(new, hashes.into_iter(), |hashes, new| {
+            self.insert_each(hashes, |result| new.push(result))
+        })
     }
 
     crate::forward::batch_of_items! {

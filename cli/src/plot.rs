@@ -249,11 +249,15 @@ impl PlotFile {
         })
     }
 
-    /// Replaces the file's contents with `svg`.
+    /// Replaces the file's contents with `svg`. Only a regular file is truncated first, as
+    /// opening with `O_TRUNC` would: a device or a FIFO (`/dev/null`, `/dev/stdout` on a pipe)
+    /// refuses `set_len` and has no contents to replace.
     pub(crate) fn write(mut self, svg: &str) -> Result<(), Failure> {
         use std::io::Write as _;
         let fail = |e: std::io::Error| cannot_write(&self.path, &e);
-        self.file.set_len(0).map_err(fail)?;
+        if self.file.metadata().map_err(fail)?.is_file() {
+            self.file.set_len(0).map_err(fail)?;
+        }
         self.file.write_all(svg.as_bytes()).map_err(fail)?;
         self.written = true;
         Ok(())

@@ -406,6 +406,33 @@ fn the_plot_path_is_checked_before_anything_is_measured() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[cfg(unix)]
+#[test]
+fn the_plot_can_go_to_a_device_or_a_pipe() {
+    // Neither /dev/null nor a pipe can be truncated (`set_len` fails with EINVAL), yet both
+    // take a plot: only a regular file has contents to replace.
+    let out = seen(&["bench", "--items", "1000", "--plot", "/dev/null"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `output()` gives the command a pipe for its standard output.
+    let out = seen(&["bench", "--items", "1000", "--plot", "/dev/stdout"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("<svg") && stdout.contains("structure"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn bad_input_is_one_line_of_error_and_status_2() {
     let dir = tempdir();

@@ -685,6 +685,14 @@ fn measure(
 pub(crate) fn run(args: &Bench) -> Result<(), Failure> {
     // First: a plot path that cannot be written fails now, not after the measurements.
     let plot = args.plot.as_deref().map(PlotFile::open).transpose()?;
+    if let (Some(plot), Some(input)) = (&plot, &args.input)
+        && plot.is_file_at(input)
+    {
+        return Err(Failure(format!(
+            "--plot {} is the --input file: the plot would replace the keys",
+            input.display()
+        )));
+    }
     let work = match &args.input {
         Some(path) => Workload::from_file(path)?,
         None => Workload::generated(args.items)?,

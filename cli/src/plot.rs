@@ -249,11 +249,24 @@ impl PlotFile {
         })
     }
 
-    /// Replaces the file's contents with `svg`.
+    /// Whether the plot would be written over the regular file at `path` (the same file, by
+    /// whatever name or link): a plot aimed at the file the keys are read from.
+    pub(crate) fn is_file_at(&self, path: &Path) -> bool {
+        let (Ok(plot), Ok(other)) = (self.file.metadata(), std::fs::metadata(path)) else {
+            return false;
+        };
+        plot.is_file() && same_file(&plot, &other, &self.path, path)
+    }
+
+    /// Replaces the file's contents with `svg`. Only a regular file is truncated first, as
+    /// opening with `O_TRUNC` would: a device or a FIFO (`/dev/null`, `/dev/stdout` on a pipe)
+    /// refuses `set_len` and has no contents to replace.
     pub(crate) fn write(mut self, svg: &str) -> Result<(), Failure> {
         use std::io::Write as _;
         let fail = |e: std::io::Error| cannot_write(&self.path, &e);
-        self.file.set_len(0).map_err(fail)?;
+        if self.file.metadata().map_err(fail)?.is_file() {
+            self.file.set_len(0).map_err(fail)?;
+        }
         self.file.write_all(svg.as_bytes()).map_err(fail)?;
         self.written = true;
         Ok(())
@@ -266,6 +279,20 @@ impl Drop for PlotFile {
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata, _: &Path, _: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata, a: &Path, b: &Path) -> bool {
+    matches!(
+        (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+        (Ok(a), Ok(b)) if a == b
+    )
 }
 
 /// One axis: its scale, the range it spans and where its ticks are.

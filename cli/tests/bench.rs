@@ -406,6 +406,70 @@ fn the_plot_path_is_checked_before_anything_is_measured() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[cfg(unix)]
+#[test]
+fn the_plot_can_go_to_a_device_or_a_pipe() {
+    // Neither /dev/null nor a pipe can be truncated (`set_len` fails with EINVAL), yet both
+    // take a plot: only a regular file has contents to replace.
+    let out = seen(&["bench", "--items", "1000", "--plot", "/dev/null"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `output()` gives the command a pipe for its standard output.
+    let out = seen(&["bench", "--items", "1000", "--plot", "/dev/stdout"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("<svg") && stdout.contains("structure"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_plot_is_never_written_over_the_keys() {
+    // The same file as --input (by its name, or through a link): refused before anything is
+    // measured, the keys left as they were; a missing one is reported as missing, not created.
+    let dir = tempdir();
+    let keys = dir.join("keys.txt");
+    std::fs::write(&keys, "a\nb\nc\n").unwrap();
+    let mut plots = vec![keys.clone()];
+    #[cfg(unix)]
+    {
+        let link = dir.join("link.svg");
+        std::os::unix::fs::symlink(&keys, &link).unwrap();
+        plots.push(link);
+    }
+    for plot in plots {
+        let out = seen(&[
+            "bench",
+            "--input",
+            keys.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--input"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&keys).unwrap(), "a\nb\nc\n");
+    }
+    let missing = dir.join("missing.txt");
+    let path = missing.to_str().unwrap();
+    let out = seen(&["bench", "--input", path, "--plot", path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!missing.exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn bad_input_is_one_line_of_error_and_status_2() {
     let dir = tempdir();

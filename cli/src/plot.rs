@@ -218,65 +218,80 @@ fn cannot_write(path: &Path, e: &std::io::Error) -> Failure {
     Failure(format!("cannot write the plot {}: {e}", path.display()))
 }
 
-/// The file a plot will be written to, opened before the work that produces the plot, so that
-/// a path that cannot be written fails at once rather than after a long run. An existing file
-/// keeps its contents until [`write`](Self::write); a file the open created is removed again if
-/// it is dropped unwritten (the run failed).
-pub(crate) struct PlotFile {
-    file: std::fs::File,
-    path: std::path::PathBuf,
-    created: bool,
-    written: bool,
+/// Where a plot will be written, checked before the work that produces the plot, so that a
+/// path that cannot be written fails at once rather than after a long run.
+///
+/// - A path that exists (a file, `/dev/null`, a FIFO, `/dev/stdout`) is opened for writing
+///   now and keeps its contents until [`write`](Self::write): a run that fails or is killed
+///   leaves it as it was.
+/// - A new file is created and removed again at once (the check), and created for good only
+///   by `write`: a run that fails or is killed leaves nothing behind.
+/// - A dangling symbolic link is not checked; `write` creates its target, as writing through
+///   it does.
+pub(crate) enum PlotFile {
+    Existing {
+        file: std::fs::File,
+        path: std::path::PathBuf,
+    },
+    New(std::path::PathBuf),
 }
 
 impl PlotFile {
     pub(crate) fn open(path: &Path) -> Result<Self, Failure> {
+        use std::io::ErrorKind::{AlreadyExists, NotFound};
         let fail = |e: std::io::Error| cannot_write(path, &e);
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true);
-        let (file, created) = match options.clone().create_new(true).open(path) {
-            Ok(file) => (file, true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                (options.open(path).map_err(fail)?, false)
+        match std::fs::OpenOptions::new().write(true).open(path) {
+            Ok(file) => {
+                return Ok(PlotFile::Existing {
+                    file,
+                    path: path.to_path_buf(),
+                });
             }
+            Err(e) if e.kind() != NotFound => return Err(fail(e)),
+            Err(_) => {}
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(probe) => {
+                drop(probe);
+                std::fs::remove_file(path).map_err(fail)?;
+            }
+            // The name exists but does not lead to a file: a dangling link.
+            Err(e) if e.kind() == AlreadyExists => {}
             Err(e) => return Err(fail(e)),
-        };
-        Ok(PlotFile {
-            file,
-            path: path.to_path_buf(),
-            created,
-            written: false,
-        })
+        }
+        Ok(PlotFile::New(path.to_path_buf()))
     }
 
     /// Whether the plot would be written over the regular file at `path` (the same file, by
     /// whatever name or link): a plot aimed at the file the keys are read from.
     pub(crate) fn is_file_at(&self, path: &Path) -> bool {
-        let (Ok(plot), Ok(other)) = (self.file.metadata(), std::fs::metadata(path)) else {
+        let PlotFile::Existing { file, path: own } = self else {
             return false;
         };
-        plot.is_file() && same_file(&plot, &other, &self.path, path)
+        let (Ok(plot), Ok(other)) = (file.metadata(), std::fs::metadata(path)) else {
+            return false;
+        };
+        plot.is_file() && same_file(&plot, &other, own, path)
     }
 
-    /// Replaces the file's contents with `svg`. Only a regular file is truncated first, as
-    /// opening with `O_TRUNC` would: a device or a FIFO (`/dev/null`, `/dev/stdout` on a pipe)
-    /// refuses `set_len` and has no contents to replace.
-    pub(crate) fn write(mut self, svg: &str) -> Result<(), Failure> {
+    /// Writes `svg` as the plot, replacing what the file held. Only a regular file is
+    /// truncated first, as opening with `O_TRUNC` would: a device or a FIFO (`/dev/null`,
+    /// `/dev/stdout` on a pipe) refuses `set_len` and has no contents to replace.
+    pub(crate) fn write(self, svg: &str) -> Result<(), Failure> {
         use std::io::Write as _;
-        let fail = |e: std::io::Error| cannot_write(&self.path, &e);
-        if self.file.metadata().map_err(fail)?.is_file() {
-            self.file.set_len(0).map_err(fail)?;
-        }
-        self.file.write_all(svg.as_bytes()).map_err(fail)?;
-        self.written = true;
-        Ok(())
-    }
-}
-
-impl Drop for PlotFile {
-    fn drop(&mut self) {
-        if self.created && !self.written {
-            let _ = std::fs::remove_file(&self.path);
+        match self {
+            PlotFile::New(path) => save(&path, svg),
+            PlotFile::Existing { mut file, path } => {
+                let fail = |e: std::io::Error| cannot_write(&path, &e);
+                if file.metadata().map_err(fail)?.is_file() {
+                    file.set_len(0).map_err(fail)?;
+                }
+                file.write_all(svg.as_bytes()).map_err(fail)
+            }
         }
     }
 }

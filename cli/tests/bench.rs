@@ -407,6 +407,57 @@ fn the_plot_path_is_checked_before_anything_is_measured() {
 }
 
 #[cfg(unix)]
+#[cfg(unix)]
+#[test]
+fn a_killed_run_leaves_no_new_plot_behind() {
+    use std::sync::mpsc;
+    // The keys come from a FIFO: `seen` opens it to read them after checking the plot's path,
+    // and the test's open of the FIFO for writing returns only once `seen` has opened it. The
+    // run is killed (SIGKILL: no destructor runs) right there.
+    let dir = tempdir();
+    let fifo = dir.join("keys.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let old = dir.join("old.svg");
+    std::fs::write(&old, "an earlier plot").unwrap();
+    for plot in [dir.join("new.svg"), old.clone()] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+            .args(["bench", "--input"])
+            .arg(&fifo)
+            .arg("--plot")
+            .arg(&plot)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let (opened, reading) = mpsc::channel();
+        let writer_path = fifo.clone();
+        std::thread::spawn(move || {
+            let writer = std::fs::OpenOptions::new().write(true).open(writer_path);
+            let _ = opened.send(writer);
+        });
+        // Whichever comes first: the FIFO opened by `seen`, or `seen` ending without opening
+        // it (then the writer's thread stays blocked, and the test fails below).
+        let writer = loop {
+            if let Ok(writer) = reading.recv_timeout(std::time::Duration::from_millis(50)) {
+                break writer.unwrap();
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("seen ended before reading the keys: {status}");
+            }
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(writer);
+        if plot == old {
+            assert_eq!(std::fs::read_to_string(&old).unwrap(), "an earlier plot");
+        } else {
+            assert!(!plot.exists(), "{}", plot.display());
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn the_plot_can_go_to_a_device_or_a_pipe() {
     // Neither /dev/null nor a pipe can be truncated (`set_len` fails with EINVAL), yet both

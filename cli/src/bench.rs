@@ -615,11 +615,10 @@ fn measure(
     let name = structure.name();
     let built = Built::new(structure, args, capacity, work.distinct).map_err(|e| {
         // A rate one structure cannot reach, others may: say how to measure them.
-        let hint = match e {
-            Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. } => {
-                " (leave it out with --structures)"
-            }
-            _ => "",
+        let hint = if beyond_layout(&e) {
+            " (leave it out with --structures)"
+        } else {
+            ""
         };
         Failure(format!(
             "cannot build {name} for --capacity {capacity} --fpr {}: {e}{hint}",
@@ -630,11 +629,10 @@ fn measure(
     let keys = &work.present;
     let insert = |range| built.insert(keys, range, args.batch);
     let failed = |e: Error| {
-        let hint = match e {
-            Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. } => {
-                " (raise --capacity, or leave it out with --structures)"
-            }
-            _ => "",
+        let hint = if beyond_layout(&e) {
+            " (raise --capacity, or leave it out with --structures)"
+        } else {
+            ""
         };
         Failure(format!("{name}: an insert failed: {e}{hint}"))
     };
@@ -680,6 +678,15 @@ fn measure(
         memory,
         estimated,
     })
+}
+
+/// Whether `e` is a rate the structure's layout cannot reach (when built, or at a growth),
+/// where other structures may: the failure says how to leave it out.
+fn beyond_layout(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::FprBelowLayoutLimit { .. } | Error::GrowingFprBelowLayoutLimit { .. }
+    )
 }
 
 pub(crate) fn run(args: &Bench) -> Result<(), Failure> {

@@ -53,6 +53,17 @@ fn tempdir() -> std::path::PathBuf {
 
 const N: u64 = 20_000;
 
+/// 20,000 keys into a growing filter sized for 100: at the default rate it runs out of layers
+/// (an insert fails).
+const GROW_PAST_ITS_LAYERS: [&str; 6] = [
+    "--items",
+    "20000",
+    "--capacity",
+    "100",
+    "--structures",
+    "grow",
+];
+
 #[test]
 fn json_reports_every_structure_with_its_memory_and_sane_rates() {
     let json = json_of(&["--items", "20000", "--fpr", "0.01", "--threads", "1,2"]);
@@ -382,24 +393,17 @@ fn the_plot_path_is_checked_before_anything_is_measured() {
     assert!(!stderr.contains("keys.txt"), "{stderr}");
     // A run that fails leaves no plot it created, and an existing file as it was.
     let dir = tempdir();
-    let failing = [
-        "bench",
-        "--items",
-        "20000",
-        "--capacity",
-        "100",
-        "--structures",
-        "grow",
-        "--plot",
-    ];
+    let mut failing = vec!["bench"];
+    failing.extend_from_slice(&GROW_PAST_ITS_LAYERS);
+    failing.push("--plot");
     let new = dir.join("new.svg");
-    let mut args = failing.to_vec();
+    let mut args = failing.clone();
     args.push(new.to_str().unwrap());
     assert_eq!(seen(&args).status.code(), Some(2));
     assert!(!new.exists());
     let old = dir.join("old.svg");
     std::fs::write(&old, "an earlier plot").unwrap();
-    let mut args = failing.to_vec();
+    let mut args = failing.clone();
     args.push(old.to_str().unwrap());
     assert_eq!(seen(&args).status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&old).unwrap(), "an earlier plot");
@@ -539,17 +543,7 @@ fn bad_input_is_one_line_of_error_and_status_2() {
             &["--fpr", "1e-5", "--structures", "grow"],
             "leave it out with --structures",
         ),
-        (
-            &[
-                "--items",
-                "20000",
-                "--capacity",
-                "100",
-                "--structures",
-                "grow",
-            ],
-            "grow: an insert failed",
-        ),
+        (&GROW_PAST_ITS_LAYERS, "grow: an insert failed"),
         (
             &["--items", "1000", "--plot", "/nonexistent-dir/b.svg"],
             "/nonexistent-dir/b.svg",

@@ -101,6 +101,51 @@ fn growing_insert_many_gives_a_loop_of_inserts_results_through_every_growth() {
     }
 }
 
+/// A word-layout filter of many layers (here 13) takes several rounds of its batched lookup
+/// (the newest layer, then the older ones 8 at a time): for keys of every layer and for fresh
+/// keys, in batches of every length, the results are a loop of `contains`.
+#[test]
+fn growing_contains_many_over_many_layers_gives_a_loop_of_contains() {
+    let f = growing(1_000, 0.01, Layout::Word);
+    let items = keys(11, 6_000_000);
+    let mut new = Vec::new();
+    f.insert_many(&items, &mut new).unwrap();
+    assert!(f.layers() >= 12, "{} layers", f.layers());
+    assert!(
+        f.memory_bytes() >= BATCHED_BYTES,
+        "{} bytes",
+        f.memory_bytes()
+    );
+    // The first keys of each layer and of the newest, and as many never inserted.
+    let fresh = keys(1 << 40, 200_000);
+    let probe: Vec<u64> = items
+        .iter()
+        .take(100_000)
+        .chain(items.iter().step_by(37).take(100_000))
+        .zip(&fresh)
+        .flat_map(|(&a, &b)| [a, b])
+        .collect();
+    let mut hits = Vec::new();
+    for batch in batches(&probe) {
+        f.contains_many(&batch, &mut hits);
+    }
+    let expected: Vec<bool> = batches(&probe)
+        .iter()
+        .flatten()
+        .map(|k| f.contains(k))
+        .collect();
+    assert_eq!(hits.len(), expected.len());
+    let wrong = hits.iter().zip(&expected).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        wrong,
+        0,
+        "{wrong} of {} answers differ from contains",
+        hits.len()
+    );
+    let held = probe.iter().step_by(2).filter(|k| f.contains(*k)).count();
+    assert_eq!(held, probe.len() / 2, "no false negatives");
+}
+
 #[test]
 fn growing_hashes_forms_and_a_lying_size_hint() {
     let f = growing(1_000, 0.01, Layout::Word);

@@ -102,8 +102,9 @@ fn growing_insert_many_gives_a_loop_of_inserts_results_through_every_growth() {
 }
 
 /// A word-layout filter of many layers (here 13) takes several rounds of its batched lookup
-/// (the newest layer, then the older ones 8 at a time): for keys of every layer and for fresh
-/// keys, in batches of every length, the results are a loop of `contains`.
+/// (the two newest layers, then the older ones 8 at a time): for keys of every layer but the
+/// newest (whose keys the test below covers) and for fresh keys, in batches of every length,
+/// the results are a loop of `contains`.
 #[test]
 fn growing_contains_many_over_many_layers_gives_a_loop_of_contains() {
     let f = growing(1_000, 0.01, Layout::Word);
@@ -116,7 +117,8 @@ fn growing_contains_many_over_many_layers_gives_a_loop_of_contains() {
         "{} bytes",
         f.memory_bytes()
     );
-    // The first keys of each layer and of the newest, and as many never inserted.
+    // The first 100,000 keys (layers 0 to 6), every 37th key up to 3.7M (layers to 11 of 0
+    // to 12), and as many never inserted.
     let fresh = keys(1 << 40, 200_000);
     let probe: Vec<u64> = items
         .iter()
@@ -561,4 +563,139 @@ fn growing_insert_many_stops_where_a_loop_does_when_growth_fails() {
     batched.contains_many(&items, &mut hits);
     let loop_hits: Vec<bool> = items.iter().map(|k| looped.contains(k)).collect();
     assert_eq!(hits, loop_hits);
+}
+
+/// The word layout's batched lookup (rounds of the 2 newest layers, then 8 older ones at a
+/// time) in schedules of every shape, all at 8 MiB or more so that it runs: 1 layer (scaling
+/// or not), 2, 3, 9, 10, 11 and 17 layers (rounds that end on, before and after a round's
+/// edge), expansions 1, 3 and 4, tightening ratios 0.5 and 0.99, and a filter at the layer
+/// limit (64, its next growth refused); each also saved and loaded. Keys of every layer (the
+/// first, last and some between) and fresh keys, in batches of every length with repeats:
+/// `contains_many` and `contains_many_hashes` append the results of a loop of `contains`,
+/// and their counts are the hits appended.
+#[test]
+fn growing_contains_many_in_every_schedule_shape_gives_a_loop_of_contains() {
+    use seen::sizing::{GrowingSizing, MAX_LAYERS};
+    // (expansion, tightening, fpr, scaling, layers)
+    let cases: [(u32, f64, f64, bool, u32); 12] = [
+        (2, 0.8, 0.01, false, 1),
+        (2, 0.8, 0.01, true, 1),
+        (2, 0.8, 0.01, true, 2),
+        (2, 0.8, 0.01, true, 3),
+        (2, 0.8, 0.01, true, 9),
+        (2, 0.8, 0.01, true, 10),
+        (2, 0.8, 0.01, true, 11),
+        (2, 0.8, 0.01, true, 17),
+        (3, 0.5, 0.1, true, 9),
+        (4, 0.8, 0.01, true, 10),
+        (1, 0.99, 0.05, true, 18),
+        (1, 0.99, 0.05, true, MAX_LAYERS),
+    ];
+    for (case, &(e, t, fpr, scaling, want)) in cases.iter().enumerate() {
+        // The smallest power-of-two c0 whose `want` layers take 8 MiB.
+        let mut c0 = 16u64;
+        let sizing = |c0| match scaling {
+            true => GrowingSizing::new(c0, fpr, Layout::Word, e, t),
+            false => GrowingSizing::non_scaling(c0, fpr, Layout::Word),
+        };
+        while sizing(c0).unwrap().bytes(want).unwrap() < BATCHED_BYTES {
+            c0 *= 2;
+        }
+        let f = GrowingBloomFilter::builder(c0)
+            .fpr(fpr)
+            .expansion(e)
+            .tightening(t)
+            .scaling(scaling)
+            .layout(Layout::Word)
+            .build()
+            .unwrap();
+        let what = format!("case {case}: e {e}, t {t}, scaling {scaling}, c0 {c0}, {want} layers");
+        // Fill in small chunks to `want` layers (at the limit: until the growth is refused),
+        // noting where each layer's keys start.
+        let items = keys(1_000 + case as u64, 6_000_000);
+        let (mut at, mut starts, mut new) = (0, vec![0usize], Vec::new());
+        while f.layers() < want as usize || (want == MAX_LAYERS && at < items.len()) {
+            let chunk = (f.sizing().layer_capacity(f.layers() as u32 - 1).unwrap() / 32).max(1);
+            let end = (at + chunk as usize).min(items.len());
+            let before = f.layers();
+            match f.insert_many(&items[at..end], &mut new) {
+                Ok(_) => at = end,
+                Err(Error::TooLarge { what: "layers", .. }) if want == MAX_LAYERS => break,
+                Err(e) => panic!("{what}: {e:?}"),
+            }
+            if f.layers() > before {
+                starts.push(at);
+            }
+            assert!(at < items.len(), "{what}: ran out of keys");
+        }
+        // A few more keys into the newest layer (none at the limit: it is full).
+        if want < MAX_LAYERS {
+            let end = at + 1_000;
+            f.insert_many(&items[at..end], &mut new).unwrap();
+            at = end;
+        }
+        starts.push(at);
+        assert_eq!(f.layers(), want as usize, "{what}");
+        assert!(
+            f.memory_bytes() >= BATCHED_BYTES,
+            "{what}: {}",
+            f.memory_bytes()
+        );
+        // Each layer's first and last keys and some between (a chunk may straddle a growth:
+        // those keys are in one of two neighbours, which is all the test needs), and as many
+        // fresh keys, interleaved.
+        let mut held = Vec::new();
+        for w in starts.windows(2) {
+            let range = &items[w[0]..w[1]];
+            held.extend(range.iter().step_by((range.len() / 200).max(1)));
+            held.extend(range.last());
+        }
+        let fresh = keys(1 << 50 | case as u64, held.len());
+        let probe: Vec<u64> = held
+            .iter()
+            .zip(&fresh)
+            .flat_map(|(&a, &b)| [a, b])
+            .collect();
+        let loaded = {
+            let mut file = Vec::new();
+            f.write_to(&mut file).unwrap();
+            GrowingBloomFilter::read_from(&file[..]).unwrap()
+        };
+        assert_eq!(loaded.layers(), want as usize, "{what}");
+        let h = *f.hasher();
+        for g in [&f, &loaded] {
+            let (mut hits, mut hash_hits) = (vec![true], vec![false]);
+            for batch in batches(&probe) {
+                let before = hits.len();
+                let count = g.contains_many(&batch, &mut hits);
+                assert_eq!(
+                    count,
+                    hits[before..].iter().filter(|&&h| h).count(),
+                    "{what}"
+                );
+                let count =
+                    g.contains_many_hashes(batch.iter().map(|k| h.hash_item(k)), &mut hash_hits);
+                assert_eq!(
+                    count,
+                    hash_hits[before..].iter().filter(|&&h| h).count(),
+                    "{what}"
+                );
+            }
+            let expected: Vec<bool> = batches(&probe)
+                .iter()
+                .flatten()
+                .map(|k| f.contains(k))
+                .collect();
+            assert_eq!((hits[0], hash_hits[0]), (true, false), "{what}: appended");
+            assert!(
+                hits[1..] == expected[..],
+                "{what}: contains_many differs from contains"
+            );
+            assert!(
+                hash_hits[1..] == expected[..],
+                "{what}: contains_many_hashes differs"
+            );
+            assert!(held.iter().all(|k| g.contains(k)), "{what}: false negative");
+        }
+    }
 }

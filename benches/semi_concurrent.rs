@@ -19,7 +19,9 @@
 //!   filter reaches its snapshot: one `load` per lookup. Next to it, what the lookups would
 //!   cost without that `load`: `atomic_word_behind_arc_swap_cache` reaches the same kind of
 //!   filter through a per-thread `arc_swap::Cache` (a thread-local, revalidated by one plain
-//!   load of the `ArcSwap`'s pointer per lookup, no locked instruction), and
+//!   load of the `ArcSwap`'s pointer per lookup, no locked instruction; the row also pays the
+//!   thread-local access and a `RefCell` borrow per lookup, and each thread builds its cache
+//!   on its first lookup, inside the timing), and
 //!   `semi_snapshot_held` is a `FrozenBloomFilter` snapshot of a compacted semi-concurrent
 //!   filter, held by the caller and looked up directly (no arc-swap, no summary, no pending
 //!   set: the snapshot's segmented words alone).

@@ -179,21 +179,33 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
         let (feed, read) = feed(child.stdin.take().unwrap(), lines, 128 << 10);
         read.recv_timeout(Duration::from_secs(120))
             .expect("the run reads its input");
-        // Its standard error, line by line as it comes, and whole at the end.
+        // Its standard error, line by line as it comes, and whole at the end. In a run that
+        // gets a third signal, this thread sends it the moment the run says it handled the
+        // second ("ends in a moment"): then, not merged with the second into one pending
+        // signal, and while the save (a few hundred milliseconds for this state) still runs.
+        // (No such line: the save was over when the second came, and the run ended.)
         let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (said, lines) = std::sync::mpsc::channel();
+        let pid = child.id();
         let errors = std::thread::spawn(move || {
             let mut all = String::new();
             for line in stderr.lines().map_while(Result::ok) {
-                let _ = said.send(line.clone());
+                if third && line.contains("ends in a moment") {
+                    signal(pid);
+                }
                 all += &line;
                 all.push('\n');
             }
             all
         });
-        kill("INT", child.id());
+        // The key is the run's first new line: once it is out, the run has taken it in (a
+        // signal sent before could stop the run with it still unread in a buffer, and the
+        // state rightly without it), and the rest of the output soon fills the pipe.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert_eq!(first, key, "the run's first new line");
+        signal(child.id());
         std::thread::sleep(Duration::from_millis(300));
-        let mut out = child.stdout.take().unwrap();
         let drain = std::thread::spawn(move || {
             let mut sink = Vec::new();
             let _ = out.read_to_end(&mut sink);
@@ -213,23 +225,14 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
             std::thread::sleep(Duration::from_millis(1));
         };
         if saving {
-            kill("INT", child.id());
-            if third {
-                // Once the second signal is handled (it says so), not merged with it into one
-                // pending signal; at once, while the save (a few tens of milliseconds for this
-                // state) runs.
-                // (No such line: the save was over when the second came, and the run ended.)
-                if lines.iter().any(|line| line.contains("ends in a moment")) {
-                    let _ = Command::new("kill")
-                        .args(["-INT", &child.id().to_string()])
-                        .status();
-                }
-            }
+            signal(child.id());
         }
         drain.join().unwrap();
         let stdin = feed.join().unwrap();
-        let code = child.wait().unwrap().code();
+        // Standard error ends with the run, before the run is reaped: no signal from that
+        // thread can reach a later process given the same pid.
         let err = errors.join().unwrap();
+        let code = child.wait().unwrap().code();
         drop(stdin);
         let saved = seen(&args, key.as_bytes()).stdout.is_empty();
         match code {
@@ -266,12 +269,15 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn kill(signal: &str, pid: u32) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+/// Sends SIGINT to `pid` with one system call (a run that has just exited is not an error).
+fn signal(pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(pid).expect("a pid fits an i32"));
+    match kill(pid, Signal::SIGINT) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(e) => panic!("kill -INT {pid}: {e}"),
+    }
 }
 
 /// With no sizing flags, `seen dedup` grows: 100 times its capacity of distinct lines, and

@@ -156,18 +156,20 @@ fn a_broken_pipe_saves_exactly_the_records_written() {
 fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
     let dir = scratch("second-signal");
     let state = dir.join("st");
-    // A large filter, so that its save takes a while: 240 MB.
+    // A large filter, so that its save takes a while: 720 MB, about a second here (a 240 MB
+    // one took a third of that, and on a busy machine the third signal came too late for it).
     let args = [
         "dedup",
         "--fixed",
         "--capacity",
-        "100000000",
+        "300000000",
         "--state",
         state.to_str().unwrap(),
     ];
     assert!(seen(&args, b"old\n").status.success());
     let old_len = std::fs::metadata(&state).unwrap().len();
     let (mut waited, mut stopped) = (0, 0);
+    let mut outcomes = Vec::new();
     for attempt in 0..8 {
         let third = attempt % 2 == 1;
         // Lines the run reads but cannot write while the test does not read its output: the
@@ -235,6 +237,14 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
         let code = child.wait().unwrap().code();
         drop(stdin);
         let saved = seen(&args, key.as_bytes()).stdout.is_empty();
+        outcomes.push(format!(
+            "attempt {attempt}: exit {code:?}{}",
+            if err.contains("ends in a moment") {
+                ", waited"
+            } else {
+                ""
+            }
+        ));
         match code {
             Some(130) => {
                 assert!(saved, "exit 130 but the state lacks {key:?}: {err}");
@@ -264,7 +274,7 @@ fn signals_during_the_save_never_leave_a_saved_status_on_an_old_state() {
     assert!(
         waited > 0 && stopped > 0,
         "no save was caught by the signals ({waited} waited, {stopped} stopped): the test did \
-         not test it"
+         not test it; {outcomes:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

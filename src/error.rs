@@ -2,6 +2,7 @@
 //! is not a well-formed file of this crate.
 
 use core::fmt;
+use std::sync::Arc;
 
 use crate::Layout;
 use crate::hash::HasherIdentity;
@@ -35,6 +36,9 @@ use crate::numbers::{Given, Rate};
 ///   [`HasherMismatch`](Self::HasherMismatch) (load it with the hasher that wrote it),
 ///   [`RetiredHasher`](Self::RetiredHasher) (convert or rebuild it, as the variant says).
 ///   Nothing was built from the input.
+/// - **Stay inside the filter**: [`WordsOutOfRange`](Self::WordsOutOfRange), from
+///   [`read_words`](crate::AtomicBloomFilter::read_words) and
+///   [`union_words`](crate::AtomicBloomFilter::union_words); nothing was read or changed.
 /// - **Merge only filters built alike**: [`Incompatible`](Self::Incompatible), from
 ///   [`union`](crate::AtomicBloomFilter::union) and
 ///   [`intersect`](crate::AtomicBloomFilter::intersect); the filter is unchanged.
@@ -113,12 +117,16 @@ pub enum Error {
     },
     /// Reading or writing a file or stream failed (the operating system's reason; for
     /// [`save`](crate::AtomicBloomFilter::save) and [`load`](crate::AtomicBloomFilter::load),
-    /// the message names the path).
+    /// the message names the path). The [`std::io::Error`] itself is `source`, also returned
+    /// by [`std::error::Error::source`] and [`Error::io_error`].
     Io {
-        /// The kind of the underlying [`std::io::Error`].
+        /// The kind of the underlying [`std::io::Error`] (`source.kind()`).
         kind: std::io::ErrorKind,
-        /// What failed, and why.
+        /// What failed, and why: the display of this error (it ends with the `source`'s own
+        /// message).
         message: String,
+        /// The operating system's error, whole.
+        source: IoSource,
     },
     /// The input is not a well-formed file of this crate: what is wrong with it. Nothing was
     /// built from it.
@@ -169,6 +177,17 @@ pub enum Error {
         /// What differs: `"layout"`, `"blocks"`, `"hashes"` or `"hasher"`.
         what: &'static str,
     },
+    /// [`read_words`](crate::AtomicBloomFilter::read_words) or
+    /// [`union_words`](crate::AtomicBloomFilter::union_words) was given a range of words that
+    /// passes the filter's last word. Nothing was read or changed.
+    WordsOutOfRange {
+        /// The first word asked for.
+        first: u64,
+        /// How many words were asked for.
+        len: u64,
+        /// How many words the filter has.
+        words: u64,
+    },
     /// A [`GrowingBloomFilter`](crate::GrowingBloomFilter) built with
     /// [`scaling(false)`](crate::builder::BloomBuilder::scaling) holds its capacity of new items: the
     /// item was not inserted (RedisBloom's `NONSCALING` filter is full). Items already in the
@@ -211,20 +230,125 @@ impl Error {
         }
     }
 
-    /// An [`Error::Io`] from a [`std::io::Error`].
-    pub(crate) fn io(e: &std::io::Error) -> Self {
-        Self::Io {
-            kind: e.kind(),
-            message: e.to_string(),
+    /// For [`Error::Io`], the [`std::io::Error`] behind it (what the operating system said);
+    /// `None` for every other error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = seen::AtomicBloomFilter::load("/nonexistent/seen").unwrap_err();
+    /// assert_eq!(e.io_error().unwrap().kind(), std::io::ErrorKind::NotFound);
+    /// assert!(std::error::Error::source(&e).is_some());
+    /// ```
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        match self {
+            Self::Io { source, .. } => Some(source.get()),
+            _ => None,
         }
     }
 
+    /// An [`Error::Io`] from a [`std::io::Error`].
+    pub(crate) fn io(e: std::io::Error) -> Self {
+        Self::from(e)
+    }
+
     /// An [`Error::Io`] naming the path it happened at.
-    pub(crate) fn io_at(path: &std::path::Path, what: &str, e: &std::io::Error) -> Self {
+    pub(crate) fn io_at(path: &std::path::Path, what: &str, e: std::io::Error) -> Self {
         Self::Io {
             kind: e.kind(),
             message: format!("{what} {}: {e}", path.display()),
+            source: IoSource::from(e),
         }
+    }
+
+    /// An [`Error::Io`] that the crate itself raises (no system call failed): `kind` and the
+    /// whole message, which is also the source's.
+    pub(crate) fn io_refused(kind: std::io::ErrorKind, message: String) -> Self {
+        Self::Io {
+            kind,
+            source: IoSource::from(std::io::Error::new(kind, message.clone())),
+            message,
+        }
+    }
+
+    /// This error with `context` put before an [`Error::Io`]'s message (`{context}: {message}`);
+    /// every other error as it is.
+    pub(crate) fn io_prefixed(self, context: impl fmt::Display) -> Self {
+        match self {
+            Self::Io {
+                kind,
+                message,
+                source,
+            } => Self::Io {
+                kind,
+                message: format!("{context}: {message}"),
+                source,
+            },
+            other => other,
+        }
+    }
+
+    /// This error with `suffix` put after an [`Error::Io`]'s message; every other error as it
+    /// is.
+    pub(crate) fn io_suffixed(self, suffix: impl fmt::Display) -> Self {
+        match self {
+            Self::Io {
+                kind,
+                message,
+                source,
+            } => Self::Io {
+                kind,
+                message: format!("{message}{suffix}"),
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    /// An [`Error::Io`] whose message is the `io::Error`'s own.
+    fn from(e: std::io::Error) -> Self {
+        Self::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+            source: IoSource::from(e),
+        }
+    }
+}
+
+/// The [`std::io::Error`] behind an [`Error::Io`], held in an [`Arc`] so that [`Error`] stays
+/// `Clone`. Two compare equal when their kinds and messages are (an `io::Error` has no
+/// equality of its own).
+///
+/// # Examples
+///
+/// ```
+/// use std::io;
+/// let source = seen::IoSource::from(io::Error::new(io::ErrorKind::Other, "disk on fire"));
+/// assert_eq!(source.get().kind(), io::ErrorKind::Other);
+/// assert_eq!(source, seen::IoSource::from(io::Error::new(io::ErrorKind::Other, "disk on fire")));
+/// ```
+#[derive(Clone, Debug)]
+pub struct IoSource(Arc<std::io::Error>);
+
+impl IoSource {
+    /// The `io::Error`.
+    pub fn get(&self) -> &std::io::Error {
+        &self.0
+    }
+}
+
+impl From<std::io::Error> for IoSource {
+    fn from(e: std::io::Error) -> Self {
+        Self(Arc::new(e))
+    }
+}
+
+impl PartialEq for IoSource {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string())
     }
 }
 
@@ -390,6 +514,10 @@ impl fmt::Display for Error {
                 "the filters differ in {what}: only filters of the same layout, blocks, \
                  positions per item and hasher can be merged"
             ),
+            Self::WordsOutOfRange { first, len, words } => write!(
+                f,
+                "words {first}..{first}+{len} pass the end of the filter's {words} words"
+            ),
             Self::Full { capacity } => write!(
                 f,
                 "the non-scaling filter holds its capacity of {capacity} new items: the item \
@@ -412,4 +540,10 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    /// The [`std::io::Error`] of an [`Error::Io`]; `None` for every other error (they have no
+    /// cause beyond what their message says).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io_error().map(|e| e as _)
+    }
+}

@@ -159,7 +159,7 @@ pub use bloom::{
     AtomicBloomFilter, BlockBits, BloomInfo, CompactionStats, FrozenBloomFilter,
     GrowingBloomFilter, LayerInfo, SemiConcurrentBloomFilter, WindowedBloomFilter,
 };
-pub use error::{Corruption, Error};
+pub use error::{Corruption, Error, IoSource};
 pub use filter::DedupFilter;
 pub use layout::Layout;
 pub use overwrite::{Claim, ExactClaim, ExactOverwriteMap, MapSlot, OverwriteMap};

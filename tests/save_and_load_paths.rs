@@ -98,9 +98,25 @@ fn io_failures_are_errors_that_name_the_path() {
     let dir = scratch("io");
     let missing = dir.join("no-such-file.seen");
     match AtomicBloomFilter::load(&missing) {
-        Err(Error::Io { kind, message }) => {
-            assert_eq!(kind, std::io::ErrorKind::NotFound);
+        Err(e @ Error::Io { .. }) => {
+            let Error::Io {
+                kind,
+                message,
+                source,
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!(*kind, std::io::ErrorKind::NotFound);
             assert!(message.contains("no-such-file.seen"), "{message}");
+            // The operating system's error itself, not only its text.
+            assert_eq!(source.get().kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(source.get().raw_os_error(), Some(2), "{source:?}");
+            let chained = std::error::Error::source(&e).expect("a source");
+            let io = chained
+                .downcast_ref::<std::io::Error>()
+                .expect("an io::Error");
+            assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
         }
         other => panic!("{other:?}"),
     }
@@ -144,4 +160,87 @@ fn io_failures_are_errors_that_name_the_path() {
         assert!(matches!(big.write_to(Full(room)), Err(Error::Io { .. })));
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `Error::Io` keeps the writer's or reader's own `io::Error` as its source, whole: a caller
+/// can downcast to the error its own writer raised, not only read its text.
+#[test]
+fn an_io_error_keeps_the_io_error_as_its_source() {
+    #[derive(Debug)]
+    struct DiskOnFire;
+    impl std::fmt::Display for DiskOnFire {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("disk on fire")
+        }
+    }
+    impl std::error::Error for DiskOnFire {}
+    struct Burning;
+    impl std::io::Write for Burning {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, DiskOnFire))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl std::io::Read for Burning {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::new(std::io::ErrorKind::Other, DiskOnFire))
+        }
+    }
+    let filter = bloom(1000, 0.01, Layout::Word);
+    for e in [
+        filter.write_to(Burning).unwrap_err(),
+        AtomicBloomFilter::read_from(Burning).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                e,
+                Error::Io {
+                    kind: std::io::ErrorKind::Other,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "disk on fire");
+        let io = e.io_error().expect("the io::Error");
+        assert!(
+            io.get_ref().is_some_and(|inner| inner.is::<DiskOnFire>()),
+            "{io:?}"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.is::<std::io::Error>(), "{source:?}");
+        // Clones share it, and compare equal.
+        assert_eq!(e.clone(), e);
+    }
+}
+
+/// `read_words` and `union_words` refuse a range past the last word with an error that names
+/// it, and touch nothing (they panicked as slice indexing does).
+#[test]
+fn words_out_of_range_are_an_error_not_a_panic() {
+    let filter = bloom(1000, 0.01, Layout::Word);
+    filter.insert("kept");
+    let words = filter.bit_len() / 64;
+    let mut out = vec![7u64; 4];
+    for first in [words - 3, words, u64::MAX, u64::MAX - 1] {
+        let e = filter.read_words(first, &mut out).unwrap_err();
+        assert_eq!(
+            e,
+            Error::WordsOutOfRange {
+                first,
+                len: 4,
+                words
+            }
+        );
+        assert!(e.to_string().contains("pass the end"), "{e}");
+        assert_eq!(out, [7; 4], "a refused read wrote into the buffer");
+        assert!(filter.union_words(first, &[u64::MAX; 4]).is_err());
+    }
+    // Nothing was unioned: a filter of all ones would hold every item.
+    assert!(!filter.contains("never inserted, absent unless a 1% false positive"));
+    filter.read_words(words - 4, &mut out).unwrap();
+    filter.read_words(words, &mut []).unwrap();
+    filter.union_words(0, &[]).unwrap();
 }

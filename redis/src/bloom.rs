@@ -940,7 +940,7 @@ impl SharedBloomFilter {
             while done < words {
                 let n = step.min(words - done);
                 let chunk = &mut buf[..n as usize];
-                local.read_words(first + done, chunk);
+                local.read_words(first + done, chunk)?;
                 let bytes: Vec<u8> = chunk.iter().flat_map(|w| w.to_be_bytes()).collect();
                 let mut cmd = redis::cmd("SETRANGE");
                 cmd.arg(key).arg(done * 8).arg(bytes);
@@ -1055,7 +1055,7 @@ impl SharedBloomFilter {
                     .chunks_exact(8)
                     .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
                     .collect();
-                local.union_words(first + start, &words);
+                local.union_words(first + start, &words)?;
             }
         }
         Ok(local)

@@ -46,8 +46,8 @@ fn a_shared_filter_answers_as_the_local_one_in_both_layouts() {
             vec![0u64; (back.bit_len() / 64) as usize],
             vec![0u64; (local.bit_len() / 64) as usize],
         );
-        back.read_words(0, &mut a);
-        local.read_words(0, &mut b);
+        back.read_words(0, &mut a).unwrap();
+        local.read_words(0, &mut b).unwrap();
         assert!(a == b, "downloaded bits differ from the local filter's");
     }
 }

@@ -44,7 +44,7 @@ fn a_filter_on_a_cluster_spreads_its_shards_and_answers_as_the_local_one() {
         let back = shared.download().unwrap();
         let words = |f: &AtomicBloomFilter| {
             let mut w = vec![0u64; (f.bit_len() / 64) as usize];
-            f.read_words(0, &mut w);
+            f.read_words(0, &mut w).unwrap();
             w
         };
         assert!(

@@ -613,29 +613,31 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// With [`union_words`](Self::union_words), this moves a filter's bits to storage of
     /// another kind and back (the `seen-dedup-redis` crate keeps them in a server's strings).
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If the range passes the last word (there are [`bit_len`](Self::bit_len)` / 64` words),
-    /// as slice indexing does.
+    /// [`Error::WordsOutOfRange`] if the range passes the last word (there are
+    /// [`bit_len`](Self::bit_len)` / 64` words); `out` is then left as it was.
     ///
     /// # Examples
     ///
     /// ```
-    /// use seen::AtomicBloomFilter;
+    /// use seen::{AtomicBloomFilter, Error};
     /// let a = AtomicBloomFilter::with_capacity(1000, 0.01)?;
     /// a.insert("x");
     /// let mut words = vec![0u64; (a.bit_len() / 64) as usize];
-    /// a.read_words(0, &mut words);
+    /// a.read_words(0, &mut words)?;
     /// let b = AtomicBloomFilter::with_capacity(1000, 0.01)?;
-    /// b.union_words(0, &words);
+    /// b.union_words(0, &words)?;
     /// assert!(b.contains("x"));
+    /// assert!(matches!(a.read_words(1, &mut words), Err(Error::WordsOutOfRange { .. })));
     /// # Ok::<(), seen::Error>(())
     /// ```
-    pub fn read_words(&self, first: u64, out: &mut [u64]) {
-        let first = self.word_range(first, out.len());
+    pub fn read_words(&self, first: u64, out: &mut [u64]) -> Result<(), Error> {
+        let first = self.word_range(first, out.len())?;
         for (i, slot) in out.iter_mut().enumerate() {
             *slot = self.bits.word(first + i).load(Relaxed);
         }
+        Ok(())
     }
 
     /// Sets in the filter's words `first..first + words.len()` every bit set in `words` (a
@@ -643,25 +645,31 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// elsewhere, with the same concurrency (racing inserts and lookups are fine; an item is
     /// found once its words are in). Words as in [`read_words`](Self::read_words).
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If the range passes the last word, as [`read_words`](Self::read_words).
-    pub fn union_words(&self, first: u64, words: &[u64]) {
-        let first = self.word_range(first, words.len());
+    /// [`Error::WordsOutOfRange`] if the range passes the last word, as
+    /// [`read_words`](Self::read_words); the filter is then unchanged.
+    pub fn union_words(&self, first: u64, words: &[u64]) -> Result<(), Error> {
+        let first = self.word_range(first, words.len())?;
         for (i, &theirs) in words.iter().enumerate() {
             let word = self.bits.word(first + i);
             if theirs & !word.load(Relaxed) != 0 {
                 word.fetch_or(theirs, Relaxed);
             }
         }
+        Ok(())
     }
 
     /// `first` as an index, after checking that `len` words from it are in the filter.
-    fn word_range(&self, first: u64, len: usize) -> usize {
+    fn word_range(&self, first: u64, len: usize) -> Result<usize, Error> {
         let words = self.bits.words();
         match usize::try_from(first) {
-            Ok(first) if first.checked_add(len).is_some_and(|end| end <= words) => first,
-            _ => panic!("words {first}..{first}+{len} are past the filter's {words} words"),
+            Ok(start) if start.checked_add(len).is_some_and(|end| end <= words) => Ok(start),
+            _ => Err(Error::WordsOutOfRange {
+                first,
+                len: len as u64,
+                words: words as u64,
+            }),
         }
     }
 

@@ -251,7 +251,7 @@ fn line_bits_loop(h2: u64, k: u32, mut f: impl FnMut(usize, u32)) {
 /// assert_eq!(bits.masks().len(), 8); // a line: 8 words
 /// filter.insert_hash(hash);
 /// let mut words = [0u64; 8];
-/// filter.read_words(bits.first_word(), &mut words);
+/// filter.read_words(bits.first_word(), &mut words)?;
 /// assert!(bits.masks().iter().zip(&words).all(|(m, w)| w & m == *m));
 /// # Ok::<(), seen::Error>(())
 /// ```
@@ -513,7 +513,7 @@ mod tests {
                 let bits = BlockBits::new(hash(i), &sizing);
                 let mut words = [0u64; LINE_WORDS];
                 let words = &mut words[..bits.masks().len()];
-                filter.read_words(bits.first_word(), words);
+                filter.read_words(bits.first_word(), words).unwrap();
                 let set = bits.masks().iter().zip(&*words).all(|(m, w)| w & m == *m);
                 assert_eq!(set, filter.contains_hash(hash(i)), "{layout:?}, item {i}");
                 assert!(bits.masks().iter().any(|&m| m != 0));

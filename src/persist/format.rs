@@ -127,7 +127,7 @@ fn read_error(e: io::Error) -> Error {
     if e.kind() == io::ErrorKind::UnexpectedEof {
         corrupt(Corruption::Truncated)
     } else {
-        Error::io(&e)
+        Error::io(e)
     }
 }
 
@@ -311,7 +311,7 @@ impl<W: Write> ChunkWriter<W> {
         self.out
             .write_all(&self.chunk)
             .and_then(|()| self.out.write_all(&checksum.to_le_bytes()))
-            .map_err(|e| Error::io(&e))?;
+            .map_err(Error::io)?;
         self.written += self.chunk.len() as u64;
         self.index += 1;
         self.chunk.clear();
@@ -323,7 +323,7 @@ impl<W: Write> ChunkWriter<W> {
         if !self.chunk.is_empty() {
             self.flush_chunk()?;
         }
-        self.out.flush().map_err(|e| Error::io(&e))?;
+        self.out.flush().map_err(Error::io)?;
         Ok((self.written, self.out))
     }
 }

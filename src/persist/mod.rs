@@ -22,7 +22,7 @@ pub(crate) fn write_file<W: Write>(
     header: &Header,
     payload: impl FnOnce(&mut ChunkWriter<W>) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    out.write_all(&header.encode()).map_err(|e| Error::io(&e))?;
+    out.write_all(&header.encode()).map_err(Error::io)?;
     let mut chunks = ChunkWriter::new(out, header.chunk_bytes);
     payload(&mut chunks)?;
     let (written, _) = chunks.finish()?;
@@ -118,7 +118,7 @@ impl<F: FnMut(&[u8]) -> std::io::Result<()>> PieceWriter<F> {
     /// Hands over the last, partial piece; returns how many pieces there were.
     pub(crate) fn finish(mut self) -> Result<u64, Error> {
         if !self.piece.is_empty() {
-            (self.sink)(&self.piece).map_err(|e| Error::io(&e))?;
+            (self.sink)(&self.piece).map_err(Error::io)?;
             self.pieces += 1;
         }
         Ok(self.pieces)
@@ -310,23 +310,18 @@ pub(crate) fn load_file<T>(
     path: &Path,
     read: impl FnOnce(&mut BufReader<File>, Option<u64>) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let file = File::open(path).map_err(|e| Error::io_at(path, "open", &e))?;
+    let file = File::open(path).map_err(|e| Error::io_at(path, "open", e))?;
     let metadata = file
         .metadata()
-        .map_err(|e| Error::io_at(path, "read the length of", &e))?;
+        .map_err(|e| Error::io_at(path, "read the length of", e))?;
     let len = metadata.is_file().then_some(metadata.len());
     let mut input = BufReader::with_capacity(1 << 16, file);
-    let value = read(&mut input, len).map_err(|e| match e {
-        Error::Io { kind, message } => Error::Io {
-            kind,
-            message: format!("read {}: {message}", path.display()),
-        },
-        other => other,
-    })?;
+    let value = read(&mut input, len)
+        .map_err(|e| e.io_prefixed(format_args!("read {}", path.display())))?;
     match at_end(&mut input) {
         Ok(true) => Ok(value),
         Ok(false) => Err(Error::Corrupt(Corruption::TrailingBytes)),
-        Err(e) => Err(Error::io_at(path, "read", &e)),
+        Err(e) => Err(Error::io_at(path, "read", e)),
     }
 }
 

@@ -49,16 +49,12 @@ pub(crate) fn save_atomically(
     if target == path {
         return saved;
     }
-    saved.map_err(|e| match e {
-        Error::Io { kind, message } => Error::Io {
-            kind,
-            message: format!(
-                "{message} ({} is a symbolic link to {})",
-                path.display(),
-                target.display()
-            ),
-        },
-        other => other,
+    saved.map_err(|e| {
+        e.io_suffixed(format_args!(
+            " ({} is a symbolic link to {})",
+            path.display(),
+            target.display()
+        ))
     })
 }
 
@@ -75,17 +71,16 @@ fn resolve_links(path: &Path) -> Result<PathBuf, Error> {
     // save itself reports what is wrong with that path.
     while fs::symlink_metadata(&target).is_ok_and(|m| m.file_type().is_symlink()) {
         if followed == MAX_LINKS {
-            return Err(Error::Io {
-                kind: std::io::ErrorKind::InvalidInput,
-                message: format!(
+            return Err(Error::io_refused(
+                std::io::ErrorKind::InvalidInput,
+                format!(
                     "save to {}: more than {MAX_LINKS} symbolic links, each to the next \
                      (a loop?)",
                     path.display()
                 ),
-            });
+            ));
         }
-        let link =
-            fs::read_link(&target).map_err(|e| Error::io_at(&target, "read the link", &e))?;
+        let link = fs::read_link(&target).map_err(|e| Error::io_at(&target, "read the link", e))?;
         // `join` keeps an absolute link as it is.
         target = match target.parent() {
             Some(dir) => dir.join(link),
@@ -105,9 +100,11 @@ fn replace(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let key = temp_key(target.file_name().ok_or_else(|| Error::Io {
-        kind: std::io::ErrorKind::InvalidInput,
-        message: format!("save to {}: not a file name", target.display()),
+    let key = temp_key(target.file_name().ok_or_else(|| {
+        Error::io_refused(
+            std::io::ErrorKind::InvalidInput,
+            format!("save to {}: not a file name", target.display()),
+        )
     })?);
     // The file being replaced: its permissions and owner go to the new one.
     let old = fs::metadata(target).ok().filter(fs::Metadata::is_file);
@@ -115,23 +112,17 @@ fn replace(
     remove_stale_temps(&dir, &key, Processes::listed(temp.file()));
     if let Some(old) = &old {
         carry_over(temp.file(), old)
-            .map_err(|e| Error::io_at(&temp.path, "set the permissions of", &e))?;
+            .map_err(|e| Error::io_at(&temp.path, "set the permissions of", e))?;
     }
     let mut out = BufWriter::with_capacity(1 << 20, temp.file());
-    write(&mut out).map_err(|e| match e {
-        Error::Io { kind, message } => Error::Io {
-            kind,
-            message: format!("write {}: {message}", temp.path.display()),
-        },
-        other => other,
-    })?;
+    write(&mut out).map_err(|e| e.io_prefixed(format_args!("write {}", temp.path.display())))?;
     out.flush()
-        .map_err(|e| Error::io_at(&temp.path, "write", &e))?;
+        .map_err(|e| Error::io_at(&temp.path, "write", e))?;
     drop(out);
     temp.file()
         .sync_all()
-        .map_err(|e| Error::io_at(&temp.path, "flush to disk", &e))?;
-    fs::rename(&temp.path, target).map_err(|e| Error::io_at(target, "rename onto", &e))?;
+        .map_err(|e| Error::io_at(&temp.path, "flush to disk", e))?;
+    fs::rename(&temp.path, target).map_err(|e| Error::io_at(target, "rename onto", e))?;
     temp.renamed();
     sync_dir(&dir)
 }
@@ -195,7 +186,7 @@ impl Temp {
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
-                Err(e) => return Err(Error::io_at(&path, "create", &e)),
+                Err(e) => return Err(Error::io_at(&path, "create", e)),
             }
         }
     }
@@ -356,7 +347,7 @@ fn remove_temp(path: &Path) {
 fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io_at(dir, "flush directory", &e))
+        .map_err(|e| Error::io_at(dir, "flush directory", e))
 }
 
 #[cfg(not(unix))]

@@ -497,6 +497,7 @@ fn load_state<T>(
     let io_error = |e: io::Error| Error::Io {
         kind: e.kind(),
         message: format!("read {}: {e}", path.display()),
+        source: e.into(),
     };
     let mut input = io::BufReader::new(std::fs::File::open(path).map_err(io_error)?);
     let loaded = trusting(&mut input, StableHasher::with_seed(file.seed()))?;

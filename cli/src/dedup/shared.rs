@@ -550,7 +550,7 @@ mod tests {
         }
         let sizing = local.sizing();
         let mut words = vec![0u64; (sizing.bits / 64) as usize];
-        local.read_words(0, &mut words);
+        local.read_words(0, &mut words).unwrap();
         let set = words.iter().map(|w| u64::from(w.count_ones())).sum();
         assert_eq!(estimated_len(set, &sizing), local.estimated_len());
         let n = estimated_len(set, &sizing);

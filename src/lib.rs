@@ -137,6 +137,15 @@
 //! (`--cfg seen_loom` is not a feature: it is the model-checking build, for the crate's own
 //! tests.)
 
+/// A pause point for the crate's own tests (`src/failpoints.rs`): with the `failpoints`
+/// feature, runs the hook the current thread armed; in every other build, nothing at all.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        $crate::failpoints::reach($name);
+    };
+}
+
 mod batch;
 mod bits;
 mod bloom;
@@ -144,6 +153,9 @@ pub mod builder;
 pub mod clock;
 pub mod docs;
 mod error;
+#[cfg(feature = "failpoints")]
+#[doc(hidden)]
+pub mod failpoints;
 mod filter;
 mod forward;
 pub mod hash;

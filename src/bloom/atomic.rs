@@ -563,6 +563,7 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
             // Skip the locked instruction where nothing would change (most words, when the
             // filters hold similar sets).
             if theirs & !word.load(Relaxed) != 0 {
+                failpoint!("atomic.union.word");
                 word.fetch_or(theirs, Relaxed);
             }
         }

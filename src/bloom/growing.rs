@@ -466,6 +466,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         if !insert_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
             return Step::Done(false);
         }
+        failpoint!("growing.insert.written");
         sc_order();
         let now = (self.state.load(SeqCst) & LAYERS) as usize;
         if now == n || twin!(IgnoreGrowth) {

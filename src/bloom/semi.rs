@@ -323,6 +323,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         if batch.is_empty() {
             return false;
         }
+        failpoint!("semi.compact.taken");
         // Each hash's summary raise happens before its link, which the iteration read: the
         // fence orders that raise before this compaction's lowering of it.
         fence(Acquire);
@@ -354,6 +355,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         debug_assert!(Arc::ptr_eq(&replaced, &current));
         drop(current);
         self.won.fetch_add(1, Relaxed);
+        failpoint!("semi.compact.swapped");
         if twin!(LowerSummaryBeforeSwap) {
             // The summary was lowered before the swap.
             self.pending.remove_all(&batch);
@@ -369,6 +371,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// that reads the lowered count happens after the swap that preceded the removal).
     fn leave_pending(&self, batch: &[Hash128]) {
         self.pending.remove_all(batch);
+        failpoint!("semi.compact.removed");
         self.lower_summary(batch);
     }
 

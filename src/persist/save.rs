@@ -109,6 +109,7 @@ fn replace(
     // The file being replaced: its permissions and owner go to the new one.
     let old = fs::metadata(target).ok().filter(fs::Metadata::is_file);
     let temp = Temp::create(&dir, &key)?;
+    failpoint!("save.temp.created");
     remove_stale_temps(&dir, &key, Processes::listed(temp.file()));
     if let Some(old) = &old {
         carry_over(temp.file(), old)
@@ -119,6 +120,7 @@ fn replace(
     out.flush()
         .map_err(|e| Error::io_at(&temp.path, "write", e))?;
     drop(out);
+    failpoint!("save.temp.written");
     temp.file()
         .sync_all()
         .map_err(|e| Error::io_at(&temp.path, "flush to disk", e))?;

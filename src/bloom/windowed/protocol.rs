@@ -226,6 +226,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
                 if word.fetch_or(mask, SeqCst) & mask == mask {
                     break false;
                 }
+                failpoint!("windowed.insert.written");
                 sc_order();
                 let now = self.epoch.load(SeqCst);
                 if now == epoch || twin!(IgnoreRotation) {

@@ -227,6 +227,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
             } else {
                 self.clear_spare(epoch);
             }
+            failpoint!("windowed.rotate.lock");
             let _guard = self.rotating.lock();
             match self.publish_if_ready(epoch) {
                 Ok(next) => return Some(next),

@@ -325,9 +325,9 @@ impl From<std::io::Error> for Error {
 ///
 /// ```
 /// use std::io;
-/// let source = seen::IoSource::from(io::Error::new(io::ErrorKind::Other, "disk on fire"));
+/// let source = seen::IoSource::from(io::Error::other("disk on fire"));
 /// assert_eq!(source.get().kind(), io::ErrorKind::Other);
-/// assert_eq!(source, seen::IoSource::from(io::Error::new(io::ErrorKind::Other, "disk on fire")));
+/// assert_eq!(source, seen::IoSource::from(io::Error::other("disk on fire")));
 /// ```
 #[derive(Clone, Debug)]
 pub struct IoSource(Arc<std::io::Error>);

@@ -177,7 +177,7 @@ fn an_io_error_keeps_the_io_error_as_its_source() {
     struct Burning;
     impl std::io::Write for Burning {
         fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::Error::new(std::io::ErrorKind::Other, DiskOnFire))
+            Err(std::io::Error::other(DiskOnFire))
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
@@ -185,7 +185,7 @@ fn an_io_error_keeps_the_io_error_as_its_source() {
     }
     impl std::io::Read for Burning {
         fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
-            Err(std::io::Error::new(std::io::ErrorKind::Other, DiskOnFire))
+            Err(std::io::Error::other(DiskOnFire))
         }
     }
     let filter = bloom(1000, 0.01, Layout::Word);

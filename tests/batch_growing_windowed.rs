@@ -9,7 +9,6 @@ mod common;
 use common::{LyingSizeHint, keys};
 use seen::hash::ItemHasher;
 use seen::{Error, GrowingBloomFilter, Layout, WindowedBloomFilter};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 
 /// The batched paths (read-ahead) run on tables of 8 MiB and more; below, the batch methods
@@ -377,15 +376,23 @@ fn batches_racing_growths_lose_nothing_and_are_exactly_once() {
     }
 }
 
-/// Two threads insert the same keys in batches while a third rotates as fast as it can and
-/// the inserts rotate every `per / 10` new items. Each thread records the generation before
-/// and after each batch; after each batch it looks up the keys it was told were new
-/// (`contains_many`), and those the other thread handed it: each must be found while the
-/// generation is less than the one before its insert plus `G`. Two "new" for one key count only
-/// if the two batches were less than `G` generations apart.
+/// Two threads insert the same keys in batches while a third rotates, once each time the
+/// three meet (every 4 batches: the rotation races the next batches), and the inserts rotate
+/// every `per / 10` new items. Each thread records the generation before and after each batch;
+/// after each batch it looks up the keys it was told were new (`contains_many`), and those the
+/// other thread handed it: each must be found while the generation is less than the one before
+/// its insert plus `G`. Two "new" for one key count only if the two batches were less than `G`
+/// generations apart.
+///
+/// The meetings keep the threads within 4 batches of each other and the rotator to one
+/// rotation a meeting, so a thread's own keys are always checked within the window (fewer than
+/// `G` rotations can fall between a batch and its check): those checks are counted, and must
+/// all have been made.
 #[test]
 fn batches_racing_rotations_keep_the_retention_and_are_exactly_once() {
     const G: u32 = 5;
+    const BATCH: usize = 48;
+    const MEET: usize = 4; // batches
     for (per, n) in [(2_000u64, 150_000usize), (1_000_000, 1_500_000)] {
         let f = WindowedBloomFilter::builder(per)
             .periods(G - 1)
@@ -396,16 +403,15 @@ fn batches_racing_rotations_keep_the_retention_and_are_exactly_once() {
             assert!(f.memory_bytes() >= BATCHED_BYTES);
         }
         let shared = keys(40 + per, n);
+        let meetings = shared.len().div_ceil(BATCH).div_ceil(MEET);
         let handed = Mutex::new(Vec::<(u64, u64)>::new());
-        let step = Barrier::new(2);
-        let stop = AtomicBool::new(false);
-        let rotations = AtomicU64::new(0);
+        let step = Barrier::new(3);
         let run = || {
             let mut results = Vec::with_capacity(n);
             let (mut new, mut hits) = (Vec::new(), Vec::new());
-            let mut false_negatives = 0usize;
-            for (i, batch) in shared.chunks(48).enumerate() {
-                if i % 4 == 0 {
+            let (mut false_negatives, mut own_checked, mut own_new) = (0usize, 0usize, 0usize);
+            for (i, batch) in shared.chunks(BATCH).enumerate() {
+                if i % MEET == 0 {
                     step.wait();
                 }
                 let before = f.generation();
@@ -419,32 +425,37 @@ fn batches_racing_rotations_keep_the_retention_and_are_exactly_once() {
                     .filter(|(_, n)| **n)
                     .map(|(&k, _)| (k, before))
                     .collect();
-                let mut check = std::mem::replace(&mut *handed.lock().unwrap(), mine.clone());
-                check.extend(mine);
+                own_new += mine.len();
+                let theirs = std::mem::replace(&mut *handed.lock().unwrap(), mine.clone());
+                let check: Vec<(u64, u64)> = mine.iter().copied().chain(theirs).collect();
                 hits.clear();
                 f.contains_many(check.iter().map(|(k, _)| k), &mut hits);
                 let now = f.generation();
-                false_negatives += check
-                    .iter()
-                    .zip(&hits)
-                    .filter(|((_, before), hit)| !**hit && now < before + u64::from(G))
-                    .count();
-            }
-            (results, false_negatives)
-        };
-        let ((ra, fa), (rb, fb)) = std::thread::scope(|s| {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    if f.rotate().is_some() {
-                        rotations.fetch_add(1, Ordering::Relaxed);
+                for (at, ((_, before), hit)) in check.iter().zip(&hits).enumerate() {
+                    if now < before + u64::from(G) {
+                        false_negatives += usize::from(!*hit);
+                        own_checked += usize::from(at < mine.len());
                     }
                 }
+            }
+            (results, false_negatives, own_checked, own_new)
+        };
+        let (successes, (ra, fa, ca, na), (rb, fb, cb, nb)) = std::thread::scope(|s| {
+            let rotator = s.spawn(|| {
+                let mut successes = 0u64;
+                for _ in 0..meetings {
+                    step.wait();
+                    successes += u64::from(f.rotate().is_some());
+                }
+                successes
             });
             let a = s.spawn(run);
             let b = s.spawn(run);
-            let out = (a.join().unwrap(), b.join().unwrap());
-            stop.store(true, Ordering::Relaxed);
-            out
+            (
+                rotator.join().unwrap(),
+                a.join().unwrap(),
+                b.join().unwrap(),
+            )
         });
         let both = ra
             .iter()
@@ -453,18 +464,25 @@ fn batches_racing_rotations_keep_the_retention_and_are_exactly_once() {
                 *na && *nb && aa.max(ab) - ba.min(bb) < u64::from(G)
             })
             .count();
-        let rotations = rotations.load(Ordering::Relaxed);
         eprintln!(
-            "per {per}: {rotations} rotations by the rotator, generation {}; false negatives {fa} + {fb}; both new within the window {both}",
+            "per {per}: {successes} of {meetings} rotations by the rotator, generation {}; \
+             false negatives {fa} + {fb}; both new within the window {both}",
             f.generation()
         );
-        assert!(f.generation() >= 100, "barely rotated: {}", f.generation());
+        // Each `rotate()` rotated, or another rotation came while it ran (one per call: the
+        // calls are one after the other).
+        assert!(f.generation() >= meetings as u64, "{}", f.generation());
         assert_eq!(
             fa + fb,
             0,
             "per {per}: false negatives within the retention"
         );
         assert_eq!(both, 0, "per {per}: keys told new twice within the window");
+        assert_eq!(
+            (ca, cb),
+            (na, nb),
+            "per {per}: a thread's own new keys checked within the window"
+        );
     }
 }
 

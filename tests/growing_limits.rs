@@ -6,8 +6,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use common::keys;
 use seen::sizing::GrowingSizing;
@@ -212,56 +212,60 @@ fn the_64_layer_limit_is_an_error_and_nothing_is_lost() {
 /// A filter stuck at the end of its schedule (tightening 0.1: the word layout's
 /// limit after 4 layers), hammered by two threads with new items, reports the error, never
 /// hangs, accepts at most the last layer's limit, and loses nothing.
+///
+/// The inserts run on threads of their own so that a hang fails the test: the main thread
+/// waits for their results with a deadline that working inserts never come near (40,000
+/// inserts take milliseconds), where a scoped thread's join would hang with them.
 #[test]
 fn a_stuck_filter_under_two_threads_reports_errors_and_does_not_spin() {
-    let f = GrowingBloomFilter::builder(100)
-        .fpr(0.01)
-        .tightening(0.1)
-        .build()
-        .unwrap();
-    let done = AtomicBool::new(false);
-    let accepted = AtomicUsize::new(0);
-    let (a, b) = (keys(81, 20_000), keys(82, 20_000));
-    std::thread::scope(|s| {
-        let watchdog = s.spawn(|| {
-            let start = Instant::now();
-            while !done.load(Ordering::Acquire) {
-                assert!(start.elapsed() < Duration::from_secs(60), "inserts hang");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        });
-        let workers: Vec<_> = [&a, &b]
-            .into_iter()
-            .map(|own| {
-                let (f, accepted) = (&f, &accepted);
-                s.spawn(move || {
-                    let mut ok = Vec::new();
-                    for k in own {
-                        match f.insert(k) {
-                            Ok(new) => {
-                                accepted.fetch_add(usize::from(new), Ordering::Relaxed);
-                                ok.push(*k);
-                            }
-                            Err(Error::GrowingFprBelowLayoutLimit { .. }) => {}
-                            Err(e) => panic!("{e}"),
-                        }
+    use std::sync::{Arc, mpsc};
+    let f = Arc::new(
+        GrowingBloomFilter::builder(100)
+            .fpr(0.01)
+            .tightening(0.1)
+            .build()
+            .unwrap(),
+    );
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (results, finished) = mpsc::channel();
+    for seed in [81, 82] {
+        let (f, accepted, results) = (Arc::clone(&f), Arc::clone(&accepted), results.clone());
+        std::thread::spawn(move || {
+            let (mut ok, mut refused) = (Vec::new(), 0usize);
+            for k in keys(seed, 20_000) {
+                match f.insert(&k) {
+                    Ok(new) => {
+                        accepted.fetch_add(usize::from(new), Ordering::Relaxed);
+                        ok.push(k);
                     }
-                    ok
-                })
-            })
-            .collect();
-        let ok: Vec<u64> = workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap())
-            .collect();
-        done.store(true, Ordering::Release);
-        watchdog.join().unwrap();
-        assert_eq!(f.layers(), 4);
-        // 100 + 200 + 400 + 800, plus the last layer's 1/64 + 1, plus one per other thread.
-        let n = accepted.load(Ordering::Relaxed);
-        assert!(n <= 1500 + 800 / 64 + 1 + 1 + 3 * 2, "{n}");
-        assert!(ok.iter().all(|k| f.contains(k)));
-    });
+                    Err(Error::GrowingFprBelowLayoutLimit { .. }) => refused += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            let _ = results.send((ok, refused));
+        });
+    }
+    let mut ok = Vec::new();
+    let mut refused = 0;
+    for _ in 0..2 {
+        let (mine, no) = finished
+            .recv_timeout(Duration::from_secs(120))
+            .expect("inserts into a stuck filter hang (or a thread panicked: see above)");
+        ok.extend(mine);
+        refused += no;
+    }
+    assert_eq!(f.layers(), 4);
+    // 100 + 200 + 400 + 800, plus the last layer's 1/64 + 1, plus one per other thread.
+    let n = accepted.load(Ordering::Relaxed);
+    assert!(n <= 1500 + 800 / 64 + 1 + 1 + 3 * 2, "{n}");
+    // Every key of the 40,000 was either accepted or refused with the error.
+    assert_eq!(ok.len() + refused, 40_000);
+    assert!(ok.iter().all(|k| f.contains(k)));
+    // And a fresh key is refused on its first call, not after some spinning or growing.
+    assert!(matches!(
+        f.insert(&u64::MAX),
+        Err(Error::GrowingFprBelowLayoutLimit { layer: 4, .. })
+    ));
     assert!(f.info().estimated_fpr <= 0.01, "{}", f.info());
 }
 

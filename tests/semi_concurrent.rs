@@ -89,10 +89,19 @@ fn segmented_compaction_copies_only_touched_segments_and_matches_a_full_copy() {
 /// Two threads insert 1M distinct keys with a small `insertions_before_compact` (so compactions
 /// race constantly), while a third checks keys whose insert has already returned (published
 /// through a Release/Acquire counter per writer) and never sees a false negative.
+///
+/// The three meet every `MEET` keys, so that the writers run together and the reader's checks
+/// come while they insert (and compact), whatever the scheduler does; the reader makes exactly
+/// `CHECKS` lookups between two meetings. The exact steps of a compaction are held still, one
+/// by one, by `a_compaction_held_at_each_step_misses_nothing` (feature `failpoints`).
 #[test]
 fn no_false_negative_while_compacting() {
+    use std::sync::Barrier;
+    const MEET: usize = 10_000;
+    const CHECKS: usize = 1_000;
     let all = keys(4, 1_000_000);
     let (a, b) = all.split_at(all.len() / 2);
+    let meetings = a.len().div_ceil(MEET);
     for layout in [Layout::Word, Layout::Line] {
         let f = SemiConcurrentBloomFilter::builder(1_000_000)
             .fpr(0.01)
@@ -101,42 +110,46 @@ fn no_false_negative_while_compacting() {
             .build()
             .unwrap();
         let done = [AtomicUsize::new(0), AtomicUsize::new(0)];
-        let max_pending = AtomicUsize::new(0);
+        let meet = Barrier::new(3);
         let checked = std::thread::scope(|s| {
             for (half, counter) in [a, b].into_iter().zip(&done) {
-                let (f, max_pending) = (&f, &max_pending);
+                let (f, meet) = (&f, &meet);
                 s.spawn(move || {
                     for (i, k) in half.iter().enumerate() {
+                        if i % MEET == 0 {
+                            meet.wait();
+                        }
                         f.insert(k);
                         counter.store(i + 1, Ordering::Release);
-                        max_pending.fetch_max(f.pending_len(), Ordering::Relaxed);
                     }
                 });
             }
             let reader = s.spawn(|| {
-                let mut checked = 0u64;
-                let mut i = 0usize;
-                loop {
-                    let finished = done.iter().all(|d| d.load(Ordering::Acquire) == a.len());
-                    for (half, counter) in [a, b].into_iter().zip(&done) {
-                        let upto = counter.load(Ordering::Acquire);
-                        if upto > 0 {
-                            let k = &half[(i * 7919) % upto];
-                            assert!(
-                                f.contains(k),
-                                "{layout:?}: false negative for a returned insert"
-                            );
-                            checked += 1;
+                let mut checked = 0usize;
+                for m in 0..meetings {
+                    meet.wait();
+                    for i in 0..CHECKS {
+                        for (half, counter) in [a, b].into_iter().zip(&done) {
+                            let upto = counter.load(Ordering::Acquire);
+                            if upto > 0 {
+                                let k = &half[(m * CHECKS + i) * 7919 % upto];
+                                assert!(
+                                    f.contains(k),
+                                    "{layout:?}: false negative for a returned insert"
+                                );
+                                checked += 1;
+                            }
                         }
                     }
-                    i += 1;
-                    if finished {
-                        return checked;
-                    }
                 }
+                checked
             });
             reader.join().unwrap()
         });
+        // Every lookup after the first meeting found a key published (the writers passed the
+        // meeting before the reader's first lookups only if they inserted one: at most the
+        // first meeting's lookups can find none).
+        assert!(checked >= 2 * (meetings - 1) * CHECKS, "{checked}");
         f.compact();
         assert_eq!(f.pending_len(), 0);
         assert!(
@@ -144,14 +157,118 @@ fn no_false_negative_while_compacting() {
                 .all(|k| f.contains(k) && f.snapshot().contains(k))
         );
         let stats = f.compaction_stats();
-        eprintln!(
-            "{layout:?}: {checked} concurrent checks; max pending seen {} (ibc 64); {stats:?}",
-            max_pending.load(Ordering::Relaxed)
+        eprintln!("{layout:?}: {checked} concurrent checks; {stats:?}");
+        // Compactions did run while the writers inserted: the first insert that found 64
+        // pending and nobody compacting compacted (and the final one above, one more).
+        assert!(stats.won >= 2, "{stats:?}");
+    }
+}
+
+/// Every step of a compaction, held still by a pause point while the test looks: a seeded
+/// schedule of rounds, each inserting a batch of new keys, then compacting them on another
+/// thread that is held at one of its steps (batch taken; new snapshot published, batch still
+/// pending; batch removed from the pending set, its summary slots not yet lowered). While it
+/// is held, every key inserted so far is found, a key of the batch inserted again is not new,
+/// and keys inserted now are found right after their insert; once it is let go, the
+/// compaction won, the keys inserted during the hold are pending, exactly, and everything is
+/// in the filter. (Lowering the summary before the removal, or removing before the swap,
+/// fails at the step that exposes it.)
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_compaction_held_at_each_step_misses_nothing() {
+    use std::sync::mpsc;
+    const STEPS: [&str; 3] = [
+        "semi.compact.taken",
+        "semi.compact.swapped",
+        "semi.compact.removed",
+    ];
+    for (layout, ibc) in [
+        (Layout::Word, usize::MAX),
+        (Layout::Line, usize::MAX),
+        (Layout::Word, 64),
+    ] {
+        let f = SemiConcurrentBloomFilter::builder(100_000)
+            .fpr(0.001)
+            .layout(layout)
+            .insertions_before_compact(ibc)
+            .build()
+            .unwrap();
+        let fresh = keys(40, 200_000);
+        let mut next = 0;
+        let mut take = |n: usize| {
+            next += n;
+            &fresh[next - n..next]
+        };
+        let mut inserted: Vec<u64> = Vec::new();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut held_at = [0usize; 3];
+        for round in 0..60 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let step = STEPS[(rng % 3) as usize];
+            // With ibc 64 the inserts compact themselves on the way; the held compaction takes
+            // what they left pending (one more key when they left nothing).
+            let mut batch = take(1 + (rng >> 8) as usize % 150);
+            for k in batch {
+                f.insert(k);
+            }
+            inserted.extend_from_slice(batch);
+            if f.pending_len() == 0 {
+                batch = take(1);
+                f.insert(&batch[0]);
+                inserted.push(batch[0]);
+            }
+            assert!(f.pending_len() > 0);
+            let (reached, at_step) = mpsc::channel();
+            let (go, going) = mpsc::channel::<()>();
+            let won = std::thread::scope(|s| {
+                // Owned here: a panic below drops it, which ends the compactor's wait.
+                let go = go;
+                let compactor = s.spawn(|| {
+                    let _armed = seen::failpoints::arm(move |point| {
+                        if point == step {
+                            reached.send(point).unwrap();
+                            going.recv().unwrap();
+                        }
+                    });
+                    f.compact()
+                });
+                let point = at_step
+                    .recv_timeout(std::time::Duration::from_secs(120))
+                    .expect("the compaction never reached its step");
+                assert_eq!(point, step);
+                held_at[STEPS.iter().position(|s| *s == step).unwrap()] += 1;
+                let missed = inserted.iter().filter(|k| !f.contains(*k)).count();
+                assert_eq!(missed, 0, "{layout:?} round {round}, held at {step}");
+                for k in &batch[..batch.len().min(8)] {
+                    assert!(
+                        !f.insert(k),
+                        "{layout:?} round {round}, held at {step}: new again"
+                    );
+                }
+                let during = take(5);
+                for k in during {
+                    f.insert(k);
+                    assert!(f.contains(k), "{layout:?} round {round}, held at {step}");
+                }
+                inserted.extend_from_slice(during);
+                go.send(()).unwrap();
+                compactor.join().unwrap()
+            });
+            assert!(won, "{layout:?} round {round}: the only compaction lost");
+            // Nobody compacted meanwhile (an insert finds the compaction running and leaves
+            // it): the keys inserted while it was held wait, exactly.
+            assert_eq!(f.pending_len(), 5, "{layout:?} round {round}");
+            let missed = inserted.iter().filter(|k| !f.contains(*k)).count();
+            assert_eq!(missed, 0, "{layout:?} round {round}, after {step}");
+        }
+        assert!(
+            held_at.iter().all(|&n| n > 0),
+            "{layout:?}: steps held {held_at:?}"
         );
-        assert!(checked > 1000);
-        // One compaction at a time: while one runs, the other thread keeps inserting, so the
-        // batches grow past 64 and there are fewer of them than 1M / 64.
-        assert!(stats.won > 1_000, "{stats:?}");
+        f.compact();
+        assert!(inserted.iter().all(|k| f.snapshot().contains(k)));
     }
 }
 
@@ -214,6 +331,18 @@ fn same_keys_from_two_threads_are_never_lost_at_any_compaction_rate() {
             maintained || ibc < usize::MAX,
             "ibc={ibc}: {stats:?}"
         );
+        if ibc == usize::MAX && maintained {
+            // Only the maintainer compacts, once per meeting of the writers, while they insert
+            // the next stretch. A compaction finds nothing pending only if the one before it
+            // took its batch after the whole stretch before it was inserted and this one takes
+            // its own before any key of its stretch: never two in a row, so at least every
+            // other one wins, whatever the scheduler does.
+            assert!(race.maintenances >= 200, "{race:?}");
+            assert!(
+                stats.won >= (race.maintenances as u64 - 1) / 2,
+                "{race:?} {stats:?}"
+            );
+        }
         f.compact();
         assert_eq!(f.pending_len(), 0);
         assert!(all.iter().all(|k| f.snapshot().contains(k)));
@@ -246,18 +375,24 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
         })
         .collect();
     let f = filter(4_000_000, usize::MAX);
-    let done = std::sync::atomic::AtomicBool::new(false);
+    // The two threads meet every MEET rounds, so that the low thread inserts while the other
+    // compacts (10,000 low hashes a stretch), whatever the scheduler does.
+    const MEET: usize = 100;
+    let meet = std::sync::Barrier::new(2);
     let (missing, checked) = std::thread::scope(|s| {
         s.spawn(|| {
-            for &h in &low {
-                if done.load(Ordering::Relaxed) {
-                    break;
+            for stretch in low.chunks(low.len() / (ROUNDS / MEET)) {
+                meet.wait();
+                for &h in stretch {
+                    f.insert_hash(h);
                 }
-                f.insert_hash(h);
             }
         });
         let (mut missing, mut checked) = (0u64, 0u64);
-        for &h in &high {
+        for (i, &h) in high.iter().enumerate() {
+            if i % MEET == 0 {
+                meet.wait();
+            }
             if !f.insert_hash(h) {
                 continue; // a false positive: nothing pending to check
             }
@@ -265,9 +400,10 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
             checked += 1;
             missing += u64::from(!f.snapshot().contains_hash(h));
         }
-        done.store(true, Ordering::Relaxed);
         (missing, checked)
     });
+    // At most 2M of 4M capacity at 1%: far fewer than a tenth of the high hashes are false
+    // positives, whatever the low thread had inserted by then.
     assert!(checked > ROUNDS as u64 * 9 / 10, "{checked}");
     assert_eq!(
         missing, 0,
@@ -281,10 +417,19 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
 /// is moving right now. A slot read as zero must mean the key is in the snapshot loaded next.
 /// With `ibc` 1 the summary has its minimum of 64 slots, so every slot is shared by many keys.
 ///
+/// The three meet every `MEET` keys (the reader then makes exactly `CHECKS` lookups of the
+/// latest keys, while the others run on), so that they run together whatever the scheduler
+/// does. `a_compaction_held_at_each_step_misses_nothing` holds each step still.
+///
 /// Lowering the summary before the swap (instead of after the removal) fails this test.
 #[test]
 fn a_key_is_never_missed_while_another_thread_compacts_it() {
+    use std::sync::Barrier;
+    use std::sync::atomic::AtomicBool;
+    const MEET: usize = 4_000;
+    const CHECKS: usize = 1_000;
     let all = keys(14, 400_000);
+    let meetings = all.len() / MEET;
     for ibc in [1, usize::MAX] {
         let f = SemiConcurrentBloomFilter::builder(1_000_000)
             .fpr(0.01)
@@ -292,37 +437,60 @@ fn a_key_is_never_missed_while_another_thread_compacts_it() {
             .build()
             .unwrap();
         let published = AtomicUsize::new(0);
+        let meet = Barrier::new(3);
+        let inserted = AtomicBool::new(false);
         let (checked, misses) = std::thread::scope(|s| {
             s.spawn(|| {
                 for (i, k) in all.iter().enumerate() {
+                    if i % MEET == 0 {
+                        meet.wait();
+                    }
                     f.insert(k);
                     published.store(i + 1, Ordering::Release);
                 }
+                inserted.store(true, Ordering::Release);
             });
             s.spawn(|| {
-                while published.load(Ordering::Acquire) < all.len() {
-                    f.compact();
+                for m in 1..=meetings {
+                    meet.wait();
+                    // Compacts until the writer reaches the next meeting, and once more after:
+                    // a compaction of this stretch's keys, whatever the scheduler did.
+                    loop {
+                        let reached = published.load(Ordering::Acquire) >= m * MEET;
+                        f.compact();
+                        if reached {
+                            break;
+                        }
+                    }
                 }
             });
-            let (mut checked, mut misses) = (0u64, 0u64);
-            loop {
-                let upto = published.load(Ordering::Acquire);
-                // The last few published keys: pending, or being compacted.
-                for k in &all[upto.saturating_sub(4)..upto] {
-                    misses += u64::from(!f.contains(k));
-                    checked += 1;
-                }
-                if upto == all.len() {
-                    return (checked, misses);
+            let (mut checked, mut misses) = (0usize, 0usize);
+            for _ in 0..meetings {
+                meet.wait();
+                for _ in 0..CHECKS {
+                    let upto = published.load(Ordering::Acquire);
+                    // The last few published keys: pending, or being compacted.
+                    for k in &all[upto.saturating_sub(4)..upto] {
+                        misses += usize::from(!f.contains(k));
+                        checked += 1;
+                    }
                 }
             }
+            (checked, misses)
         });
+        assert!(inserted.load(Ordering::Acquire));
         eprintln!(
             "ibc={ibc}: {checked} checks, {misses} false negatives; {:?}",
             f.compaction_stats()
         );
         assert_eq!(misses, 0, "ibc={ibc}: {misses} of {checked} lookups missed");
-        assert!(checked > 100_000, "{checked}");
+        // 4 keys a lookup round, but in the first meeting's rounds before the first insert.
+        assert!(checked >= 4 * CHECKS * (meetings - 1), "{checked}");
+        // Each stretch between two meetings ends with a compaction after its last insert (the
+        // writer cannot pass the next meeting before it), which wins unless an earlier one
+        // took the stretch's keys: at least one win a stretch.
+        let stats = f.compaction_stats();
+        assert!(stats.won >= meetings as u64, "{stats:?}");
         f.compact();
         assert!(all.iter().all(|k| f.snapshot().contains(k)));
     }
@@ -338,21 +506,32 @@ fn a_key_is_never_missed_while_another_thread_compacts_it() {
 /// spare then lacks it) fails this test.
 #[test]
 fn snapshots_never_change_and_only_grow_while_compaction_reuses_them() {
+    use std::sync::Barrier;
+    // The snapshot taker meets the inserter every MEET inserts and takes one snapshot, holding
+    // one in 4 (each held across many compactions) and dropping the others at once, while the
+    // inserter goes on: the number of snapshots is the test's, not the scheduler's.
+    const MEET: usize = 256;
     let all = keys(15, 200_000);
     let f = filter(1_000_000, 8);
     let published = AtomicUsize::new(0);
-    let (snapshots, changed, shrank) = std::thread::scope(|s| {
-        s.spawn(|| {
+    let meet = Barrier::new(2);
+    let meetings = all.len() / MEET;
+    let (new, (snapshots, changed, shrank)) = std::thread::scope(|s| {
+        let inserter = s.spawn(|| {
+            let mut new = 0u64;
             for (i, k) in all.iter().enumerate() {
-                f.insert(k);
+                if i % MEET == 0 && i / MEET < meetings {
+                    meet.wait();
+                }
+                new += u64::from(f.insert(k));
                 published.store(i + 1, Ordering::Release);
             }
+            new
         });
         let (mut snapshots, mut changed, mut shrank) = (0u64, 0u64, 0u64);
         let mut held: Vec<(std::sync::Arc<seen::FrozenBloomFilter>, Vec<bool>)> = Vec::new();
-        let mut previous_len = 0;
-        loop {
-            let done = published.load(Ordering::Acquire) == all.len();
+        for m in 0..meetings {
+            meet.wait();
             let upto = published.load(Ordering::Acquire);
             // Every 64th published key, as a fixed probe set per snapshot.
             let probe: Vec<&u64> = all[..upto].iter().step_by(64).collect();
@@ -371,17 +550,14 @@ fn snapshots_never_change_and_only_grow_while_compaction_reuses_them() {
                     changed += u64::from(old.contains(k) != was);
                 }
             }
-            if snapshots % 16 == 0 || probe.len() > previous_len + 100 {
+            if m % 4 == 0 {
                 held.push((snapshot, answers));
-                previous_len = probe.len();
                 if held.len() > 8 {
                     held.remove(0);
                 }
             }
-            if done {
-                return (snapshots, changed, shrank);
-            }
         }
+        (inserter.join().unwrap(), (snapshots, changed, shrank))
     });
     let stats = f.compaction_stats();
     eprintln!("{snapshots} snapshots; {changed} changed answers, {shrank} lost keys; {stats:?}");
@@ -390,9 +566,12 @@ fn snapshots_never_change_and_only_grow_while_compaction_reuses_them() {
         shrank, 0,
         "a later snapshot lacked a key an earlier one held"
     );
-    assert!(
-        snapshots > 100 && stats.won > 10_000,
-        "{snapshots} {stats:?}"
+    assert_eq!(snapshots, meetings as u64);
+    // The inserter is the only compactor: every 8th new key compacts the 8 pending, and wins.
+    assert_eq!(
+        (stats.won, stats.attempted),
+        (new / 8, new / 8),
+        "{new} new"
     );
     f.compact();
     assert!(all.iter().all(|k| f.snapshot().contains(k)));

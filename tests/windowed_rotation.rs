@@ -186,10 +186,17 @@ fn small_counts_against_large_filters_rotate_on_count() {
 
 /// A clock reading at or past u64::MAX ns (year 2554; `Duration::MAX` from any `Clock`) does not
 /// make `maintain()` rotate forever: after G catch-up rotations `next_due` saturates to
-/// u64::MAX, where `now < next_due` is false for now == u64::MAX; the loop still ends.
+/// u64::MAX, where `now < next_due` is false for now == u64::MAX; the loop still ends, having
+/// rotated exactly G times (`periods + 1`: the whole window forgotten), and a second call
+/// rotates no more.
+///
+/// `maintain` runs on its own thread only so that a hang fails the test (the deadline is a
+/// watchdog a working `maintain` never comes near: it returns in microseconds), instead of
+/// hanging the test binary.
 #[test]
 fn a_clock_at_the_end_of_time_does_not_hang_maintain() {
     use std::sync::Arc;
+    use std::sync::mpsc;
     let start = 20_000 * DAY;
     let clock = ManualClock::new(start);
     let f = Arc::new(
@@ -200,16 +207,24 @@ fn a_clock_at_the_end_of_time_does_not_hang_maintain() {
             .build()
             .unwrap(),
     );
+    f.insert("before the end of time");
     clock.set(Duration::MAX);
+    let (done, finished) = mpsc::channel();
     let g = Arc::clone(&f);
-    let t = std::thread::spawn(move || g.maintain());
-    std::thread::sleep(Duration::from_secs(2));
-    let done = t.is_finished();
-    eprintln!(
-        "after 2 s: maintain finished = {done}, generation = {} (G = 3)",
-        f.generation()
+    std::thread::spawn(move || done.send((g.maintain(), g.maintain())));
+    let (first, second) = finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("maintain() is still running after 2 minutes: it rotates on and on");
+    assert_eq!(
+        (first, second),
+        (3, 0),
+        "rotations by two maintain() calls at the end of time (G = 3)"
     );
-    assert!(done, "maintain() is still spinning (it rotates on and on)");
+    assert_eq!(f.generation(), 3);
+    assert!(
+        !f.contains("before the end of time"),
+        "the whole window is forgotten"
+    );
 }
 
 /// `ManualClock::advance` saturates at u64::MAX ns, as `set` does (a `fetch_add` would wrap

@@ -5,7 +5,6 @@ pub(crate) mod files;
 
 use seen::DedupFilter;
 use seen::hash::{ItemHasher, StableHasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A fixed-seed stream of distinct-looking 64-bit keys, so runs are reproducible: the crate's
 /// stable hash of a counter (`h1` of `StableHasher::with_seed(seed).hash_item(&i)`). Keys of one
@@ -26,27 +25,38 @@ pub(crate) struct SameKeyRace {
     pub(crate) neither_new: usize,
     /// Keys that both threads were told were new.
     pub(crate) both_new: usize,
+    /// How many times `maintain` ran: once per meeting of the writers.
+    pub(crate) maintenances: usize,
 }
 
 /// Two threads insert the same `keys` at once, in the same order; after each `insert(k)` the
 /// same thread checks `contains(k)` and inserts `k` a second time (both must say "seen": the
 /// insert happened before them, on this thread). A third thread, when `maintain` is given,
-/// calls it in a loop until the writers are done (compactions and snapshots racing the writes).
+/// calls it once at each meeting of the writers (every [`MEET`] keys), racing their next
+/// inserts (compactions and snapshots racing the writes).
 pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     filter: &F,
     keys: &[u64],
     maintain: Option<&(dyn Fn() + Sync)>,
 ) -> SameKeyRace {
-    let writers_done = AtomicUsize::new(0);
+    // The writers meet (with the maintainer, if any) every MEET keys: so they are never more
+    // than MEET keys apart, whatever the scheduler does (two threads that ran one after the
+    // other would race nothing), and the maintainer runs once per meeting, racing the next
+    // MEET inserts of both writers: a number of maintenances the test fixes, not the
+    // scheduler.
+    let meetings = keys.len().div_ceil(MEET);
+    let meet = std::sync::Barrier::new(2 + usize::from(maintain.is_some()));
     let run = || {
         let mut new = Vec::with_capacity(keys.len());
         let (mut false_negatives, mut new_again) = (0, 0);
-        for k in keys {
+        for (i, k) in keys.iter().enumerate() {
+            if i % MEET == 0 {
+                meet.wait();
+            }
             new.push(filter.insert(k));
             false_negatives += usize::from(!filter.contains(k));
             new_again += usize::from(filter.insert(k));
         }
-        writers_done.fetch_add(1, Ordering::Release);
         (new, false_negatives, new_again)
     };
     let (a, b) = std::thread::scope(|s| {
@@ -54,7 +64,8 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
         let b = s.spawn(run);
         if let Some(maintain) = maintain {
             s.spawn(|| {
-                while writers_done.load(Ordering::Acquire) < 2 {
+                for _ in 0..meetings {
+                    meet.wait();
                     maintain();
                 }
             });
@@ -64,6 +75,7 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     let mut race = SameKeyRace {
         false_negatives: a.1 + b.1,
         new_again: a.2 + b.2,
+        maintenances: if maintain.is_some() { meetings } else { 0 },
         ..SameKeyRace::default()
     };
     for (x, y) in a.0.iter().zip(&b.0) {
@@ -72,6 +84,9 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     }
     race
 }
+
+/// How many keys [`same_key_race`]'s writers insert between two meetings.
+pub(crate) const MEET: usize = 4096;
 
 /// An iterator that claims a lower bound it does not reach (the batch operations must treat
 /// `size_hint` as a hint).

@@ -15,8 +15,19 @@ macro_rules! say {
     }};
 }
 
+/// A pause point for the tests (`failpoints.rs`): nothing at all unless the command is built
+/// with the `failpoints` feature.
+macro_rules! failpoint {
+    ($name:literal) => {{
+        #[cfg(feature = "failpoints")]
+        crate::failpoints::pause($name);
+    }};
+}
+
 mod bench;
 mod dedup;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 mod flags;
 mod oom;
 mod plot;

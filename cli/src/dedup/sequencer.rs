@@ -10,7 +10,7 @@ use super::filter::Filter;
 use super::output::Output;
 use super::progress::{progress_message, round_count};
 use super::shard::{STOPPING, Shard};
-use super::signals::{FAILED, SAVED, SAVING, set_save};
+use super::signals::{FAILED, INTERRUPTED, SAVED, SAVING, set_save};
 use super::work::{PREPARED, Work};
 use super::{Dedup, INTERRUPTED_STATUS};
 use crate::Failure;
@@ -281,6 +281,7 @@ impl Sequencer {
             }
             if let Some(path) = &self.args.state {
                 set_save(SAVING);
+                failpoint!("save");
                 self.filter.save(path).map_err(|e| {
                     set_save(FAILED);
                     Failure(format!("cannot save the state {}: {e}", path.display()))
@@ -302,7 +303,12 @@ impl Sequencer {
         match failure {
             Some(failure) => Err(failure),
             None if pipe => Ok(BROKEN_PIPE_STATUS),
-            None if end == End::Interrupted => Ok(INTERRUPTED_STATUS),
+            // Also a signal that came once the input had ended (during the final save, say):
+            // the run was interrupted all the same, and its status says so.
+            None if end == End::Interrupted || INTERRUPTED.load(Ordering::SeqCst) => {
+                say!("seen: interrupted after {} records", self.records);
+                Ok(INTERRUPTED_STATUS)
+            }
             None => Ok(0),
         }
     }

@@ -40,8 +40,9 @@ pub(super) struct Output {
     /// The output's bytes before `buf[0]`, all accepted by the system.
     written: u64,
     runs: VecDeque<Run>,
-    /// The chunks handed over whole (one past the last).
-    consumed: u64,
+    /// Where the records handed over end: past the last chunk handed over whole, or within a
+    /// chunk cut short by a failure ([`part_done`](Self::part_done)).
+    done: Cut,
     terminator: u8,
     /// Set by a failed write: where the output stops, and why.
     failed: Option<(Cut, io::ErrorKind, String)>,
@@ -54,7 +55,7 @@ impl Output {
             buf: Vec::with_capacity(BUFFER + 4096),
             written: 0,
             runs: VecDeque::new(),
-            consumed: 0,
+            done: Cut::default(),
             terminator,
             failed: None,
         })
@@ -84,7 +85,10 @@ impl Output {
 
     /// Chunk `chunk` has been handed over whole.
     pub(super) fn chunk_done(&mut self, chunk: u64) -> io::Result<()> {
-        self.consumed = chunk + 1;
+        self.done = Cut {
+            chunk: chunk + 1,
+            record: 0,
+        };
         if self
             .runs
             .front()
@@ -93,6 +97,12 @@ impl Output {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The records of chunk `chunk` before `record` have been handed over, and no more will be
+    /// (the run fails at `record`).
+    pub(super) fn part_done(&mut self, chunk: u64, record: usize) {
+        self.done = Cut { chunk, record };
     }
 
     /// Writes the buffer. On failure the output stops for good at the record the failure
@@ -139,18 +149,12 @@ impl Output {
     }
 
     /// The place before which every record is written: the first record still in the
-    /// buffer, else the end of the chunks handed over.
+    /// buffer, else the end of the records handed over.
     fn unbuffered(&self) -> Cut {
-        self.runs.front().map_or(
-            Cut {
-                chunk: self.consumed,
-                record: 0,
-            },
-            |r| Cut {
-                chunk: r.chunk,
-                record: r.first,
-            },
-        )
+        self.runs.front().map_or(self.done, |r| Cut {
+            chunk: r.chunk,
+            record: r.first,
+        })
     }
 
     /// Where the output got: every record before the cut is written (its bytes accepted by
@@ -226,7 +230,7 @@ mod tests {
             buf: Vec::new(),
             written: 0,
             runs: VecDeque::new(),
-            consumed: 0,
+            done: Cut::default(),
             terminator: b'\n',
             failed: None,
         };

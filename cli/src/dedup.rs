@@ -140,6 +140,15 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         // Refused before anything is opened or locked.
         shared::plan(args)?;
     }
+    if output::closed_at_start() {
+        // Checked before anything is read or locked: the records would vanish, and with
+        // --state their keys be saved as printed.
+        return Err(Failure(
+            "the standard output is closed (`>&-`): the records would be lost; send them to a \
+             file, or to /dev/null (`> /dev/null`) to drop them"
+                .to_string(),
+        ));
+    }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     // Held to the end of the process: from before the state is loaded to after it is saved.
     let _lock = args.state.as_deref().map(lock::lock).transpose()?;

@@ -181,3 +181,50 @@ fn a_full_output_saves_the_keys_of_the_records_written() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A closed standard output (`seen dedup ... >&-`; the standard library gives the process
+/// /dev/null in its place) is an error before anything is read, exit status 2, and the state
+/// is left alone: the records are not discarded as if written. `> /dev/null` still discards
+/// them on purpose.
+#[test]
+fn a_closed_standard_output_is_an_error_not_a_silent_loss() {
+    let dir = scratch("closed-stdout");
+    let state = dir.join("st");
+    let args = [
+        "dedup",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" >&-")
+        .arg(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(b"a\nb\n");
+    let out = wait_with_deadline(child, ">&-");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("standard output is closed"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!state.exists(), "the state was written");
+    // On purpose: `> /dev/null`.
+    let mut run = common::command(&args);
+    run.stdout(Stdio::null());
+    let mut child = run.spawn().unwrap();
+    let _ = child.stdin.take().unwrap().write_all(b"a\nb\n");
+    let out = wait_with_deadline(child, "> /dev/null");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -83,6 +83,7 @@ mod signals;
 mod work;
 
 pub(crate) use args::Dedup;
+use args::Future;
 use filter::Filter;
 pub(crate) use filter::generations;
 use key::{Key, Keyer};
@@ -91,7 +92,7 @@ use pipeline::{one_thread, pipeline};
 use progress::{PROGRESS_FILES, PROGRESS_STREAM};
 use reader::Reader;
 use sequencer::{End, Overfill, Sequencer, Stop, lock};
-use shard::Shard;
+use shard::{Ahead, Shard};
 use signals::on_interrupt;
 
 /// Bytes read at a time; a chunk holds at least this much input (or what one read of a pipe
@@ -135,6 +136,14 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     };
     if let (Some(window), Some(period)) = (args.window, args.period) {
         generations(window, period)?;
+        if args.time_field.is_some() && args.future_tolerance > window {
+            return Err(Failure(format!(
+                "--future-tolerance {} is longer than --window {}: one record that far ahead \
+                 would make the window forget every key",
+                crate::units::format_duration(args.future_tolerance),
+                crate::units::format_duration(window)
+            )));
+        }
     }
     if !args.redis.is_empty() {
         // Refused before anything is opened or locked.
@@ -214,6 +223,10 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
             Mutex::new(Shard {
                 time,
                 period_index,
+                ahead: Ahead {
+                    tolerance: args.future_tolerance.as_nanos() as u64,
+                    clamp: args.future == Future::Clamp,
+                },
                 deferred: args.state.is_some(),
                 ..Shard::default()
             })
@@ -236,6 +249,7 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         keyless: 0,
         late: 0,
         very_late: 0,
+        clamped: 0,
         bytes: 0,
         started: Instant::now(),
         progress,

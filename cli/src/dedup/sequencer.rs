@@ -57,6 +57,8 @@ pub(super) struct Sequencer {
     /// With --time-field: records older than the clock, and more than the window older.
     pub(super) late: u64,
     pub(super) very_late: u64,
+    /// With --future clamp: records dated past the tolerance, held there.
+    pub(super) clamped: u64,
     pub(super) bytes: u64,
     pub(super) started: Instant,
     pub(super) progress: Option<indicatif::ProgressBar>,
@@ -105,6 +107,7 @@ impl Sequencer {
             }
             self.late += d.late;
             self.very_late += d.very_late;
+            self.clamped += d.clamped;
         }
         let decided = failed.map_or(work.ends.len(), |(i, _)| i);
         let new_before = self.new;
@@ -323,6 +326,15 @@ impl Sequencer {
                  them (or than the --state's time): they were decided at the newer time, so a \
                  repeat of an older key may have been printed again; feed records in time order",
                 self.very_late
+            );
+        }
+        if self.clamped > 0 {
+            let tolerance = crate::units::format_duration(self.args.future_tolerance);
+            say!(
+                "seen: warning: {} records were dated more than --future-tolerance {tolerance} \
+                 after the wall clock: they were decided at the wall clock plus {tolerance} \
+                 (--future clamp)",
+                self.clamped
             );
         }
         match failure {

@@ -60,7 +60,10 @@ pub(crate) fn signal(pid: u32, signal: nix::sys::signal::Signal) {
 /// line (a blocking read, at most [`DEADLINE`]), and takes the whole text at the end.
 pub(crate) struct Stderr {
     lines: mpsc::Receiver<String>,
+    /// Every line so far, in order.
     seen: Vec<String>,
+    /// The lines no wait has taken yet (two threads of the run may announce in either order).
+    waiting: std::collections::VecDeque<String>,
 }
 
 impl Stderr {
@@ -78,20 +81,26 @@ impl Stderr {
         Self {
             lines,
             seen: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
         }
     }
 
-    /// Waits for the next line that contains `text`; the lines before it are kept. Fails if
-    /// standard error ends first (the run exited) or nothing comes within [`DEADLINE`].
+    /// Takes the first line not taken yet that contains `text`, waiting for it if it has not
+    /// come. Fails if standard error ends first (the run exited) or nothing comes within
+    /// [`DEADLINE`].
     pub(crate) fn wait_for(&mut self, text: &str) {
+        if let Some(at) = self.waiting.iter().position(|l| l.contains(text)) {
+            self.waiting.remove(at);
+            return;
+        }
         loop {
             match self.lines.recv_timeout(DEADLINE) {
                 Ok(line) => {
-                    let found = line.contains(text);
-                    self.seen.push(line);
-                    if found {
+                    self.seen.push(line.clone());
+                    if line.contains(text) {
                         return;
                     }
+                    self.waiting.push_back(line);
                 }
                 Err(e) => panic!(
                     "no line with {text:?} on standard error ({e}); it said: {:?}",

@@ -75,6 +75,46 @@ fn a_second_run_on_a_state_in_use_fails_at_once_naming_the_first() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A hard link is another name for the state file: the lock, beside the name (`NAME.lock`), does
+/// not cover it, and a save (a new file renamed over the name) would leave the other name on
+/// the old state: two runs, one by each name, both ran and one's keys were lost. A state with
+/// more than one link is refused by every name, before anything is printed, and left alone.
+#[test]
+fn a_state_with_a_second_hard_link_is_refused_by_every_name() {
+    let dir = scratch("hardlink");
+    let state = dir.join("st");
+    let link = dir.join("link");
+    let args = |path: &Path| -> Vec<String> {
+        [
+            "dedup",
+            "--state",
+            path.to_str().unwrap(),
+            "--capacity",
+            "1000",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    assert_eq!(seen(&strs(&args(&state)), b"a\n").stdout, b"a\n");
+    std::fs::hard_link(&state, &link).unwrap();
+    let before = std::fs::read(&state).unwrap();
+    for path in [&state, &link] {
+        let out = seen(&strs(&args(path)), b"b\n");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(out.stdout.is_empty(), "{}: printed", path.display());
+        assert!(
+            err.contains("has 2 names (hard links)") && err.lines().count() == 1,
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&state).unwrap(), before);
+    }
+    // One name again: it runs.
+    std::fs::remove_file(&link).unwrap();
+    assert_eq!(seen(&strs(&args(&state)), b"a\nb\n").stdout, b"b\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `seen dedup --state s | head`: the reader goes away; the run saves the state with exactly
 /// the records whose write the system accepted, and exits 141 as a tool killed by SIGPIPE;
 /// the next run prints exactly the records that were not written, in order.

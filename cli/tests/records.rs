@@ -153,3 +153,33 @@ fn rfc_3339_times_with_offsets_leap_seconds_and_far_dates() {
         assert_eq!(out.stdout, b"a\t2020-01-01T00:00:00Z\n", "{time}");
     }
 }
+
+/// A JSON number time and the same text in a string are one time, read from the text and cut
+/// to the nanosecond: `1483228799.999999999999` as a number was rounded through an `f64` to the
+/// next second, here the next day, while the string was cut within the day. The second record,
+/// the same time as a string, is neither older (`--stats` would count it) nor in another
+/// period.
+#[test]
+fn a_json_number_time_is_its_text_as_a_string_is() {
+    let args = [
+        "dedup",
+        "--json-key",
+        "k",
+        "--time-field",
+        "t",
+        "--window",
+        "1d",
+        "--period",
+        "1d",
+        "--capacity",
+        "1000",
+        "--stats",
+    ];
+    let input =
+        b"{\"k\":1,\"t\":1483228799.999999999999}\n{\"k\":2,\"t\":\"1483228799.999999999999\"}\n";
+    let out = seen(&args, input);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(out.stdout, input);
+    assert!(!err.contains("older"), "{err}");
+}

@@ -27,9 +27,10 @@
 //! commit the keys of the chunks written when they next decide, and the end of the run commits
 //! the rest up to the last record written ([`pending`]). So the `--state` saved holds exactly
 //! the keys of the records written, however the run ends: at the end of the input, on SIGINT
-//! or SIGTERM (the chunks already read are decided and written first), or when the reader of
-//! the output goes away (`seen dedup --state s | head`), and a later run neither repeats nor
-//! loses a record. One run at a time holds a state ([`mod@lock`]). Without `--state` nothing
+//! or SIGTERM (the chunks already read are decided and written first), when the reader of
+//! the output goes away (`seen dedup --state s | head`), or at a failure (the records before
+//! it), and a later run neither repeats nor loses a record. One run at a time holds a state
+//! ([`mod@lock`]). Without `--state` nothing
 //! shows what the structure holds, and a key goes into it as it is decided (one access, not
 //! a lookup and a later insert: about half the time per record).
 //!
@@ -40,8 +41,9 @@
 //! undecided, after writing the records before it.
 //!
 //! The sequencer's state (output, counters) is behind a mutex that the writer holds while it
-//! writes a chunk (and, with one thread, while it decides it); with one thread, a signal's
-//! handler takes that mutex between two chunks to end the run.
+//! writes a chunk (and, with one thread, while it decides it); with one thread, the run's loop
+//! ends an interrupted run before it decides another chunk, and a signal's thread ends one
+//! that waits for input (it takes that mutex between two chunks).
 //!
 //! # Stages, one module each
 //!

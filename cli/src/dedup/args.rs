@@ -162,12 +162,14 @@ pub(crate) struct Dedup {
     /// No progress bar (it shows on standard error only when that is a terminal).
     #[arg(long, help_heading = "Output")]
     pub(super) no_progress: bool,
-    /// Load the filter from FILE if it exists, and save it there at the end, on SIGINT or
-    /// SIGTERM, and when the reader of the output goes away (crash-safely: a temporary file
-    /// renamed over it, through a symbolic link to its target, keeping its permissions), so
-    /// that a daily run remembers the days before. FILE then holds exactly the keys of the
-    /// records written. A failed run (exit status 2) leaves FILE as it was. One run at a time:
-    /// another run on FILE fails at once (the lock is FILE.lock).
+    /// Load the filter from FILE if it exists, and save it there when the run ends, however it
+    /// ends: at the end of the input, on SIGINT or SIGTERM, when the reader of the output goes
+    /// away, and when the run fails (crash-safely: a temporary file renamed over it, through a
+    /// symbolic link to its target, keeping its permissions), so that a daily run remembers the
+    /// days before. FILE then holds exactly the keys of the records written (a failed run's,
+    /// up to the failure); keys the filter refuses (a growing filter at the end of its layers)
+    /// are named on standard error. One run at a time: another run on FILE fails at once (the
+    /// lock is FILE.lock); a FILE with more than one name (a hard link) is refused.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
     pub(super) state: Option<PathBuf>,
     /// Share the state with every `seen dedup` that names the same --name on this Redis or

@@ -189,7 +189,7 @@ fn false_duplicates(structure: &str) -> (u64, u64, u64) {
     let periods = if structure == "window" {
         split(0..N, GENERATIONS as u64)
     } else {
-        vec![0..N]
+        split(0..N, 1)
     };
     let one_thread = {
         let f = Model::new(structure);

@@ -3,15 +3,14 @@
 //! output cannot be written (no panic).
 #![cfg(unix)]
 
-use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 mod common;
 
-use common::{feed, scratch, seen, start as start_piped, stderr_of};
+use common::{scratch, start as start_piped, stderr_of};
 
 /// Starts `seen` with `args` (input from a file or an open pipe), its output lines collected
 /// by a thread: the receiver gets each line, then `None` at the end.
@@ -47,7 +46,8 @@ fn kill(signal: &str, pids: &[u32]) {
 #[cfg(feature = "failpoints")]
 #[test]
 fn one_thread_interrupt_saves_only_the_records_written() {
-    use common::{Failpoints, Stderr, command, signal, wait_with_deadline};
+    use common::{Failpoints, Stderr, command, seen, signal, wait_with_deadline};
+    use std::collections::HashSet;
     let dir = scratch("one-thread-sigint");
     let input = dir.join("input");
     // About 5 MB: 20 chunks of 256 KiB.
@@ -167,8 +167,9 @@ fn a_signal_delivered_twice_at_once_still_saves_the_state() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_second_signal_later_exits_at_once() {
-    use common::{Failpoints, command, signal, wait_with_deadline};
+    use common::{Failpoints, command, feed, signal, wait_with_deadline};
     use nix::sys::signal::Signal::SIGINT;
+    use std::io::Read;
     let dir = scratch("second-signal");
     for threads in ["1", "2"] {
         let mut points = Failpoints::new(&dir, &["signal"]);

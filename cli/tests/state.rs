@@ -2,14 +2,14 @@
 //! a second signal during the save; and what drops records silently: overfill, keyless records.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
 
-use common::{feed, scratch, seen, start, stderr_of};
+use common::{scratch, seen, start, stderr_of};
 
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
@@ -209,6 +209,7 @@ fn a_broken_pipe_saves_exactly_the_records_written() {
 fn signals_during_the_save_say_what_the_state_holds() {
     use common::{Failpoints, Stderr, command, signal, wait_with_deadline};
     use nix::sys::signal::Signal::{SIGINT, SIGTERM};
+    use std::io::{BufRead, BufReader};
     let dir = scratch("save-signals");
     let state = dir.join("st");
     let args = [
@@ -316,7 +317,7 @@ fn signals_during_the_save_say_what_the_state_holds() {
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_second_signal_before_the_save_keeps_the_previous_state() {
-    use common::{Failpoints, Stderr, command, signal, wait_with_deadline};
+    use common::{Failpoints, Stderr, command, feed, signal, wait_with_deadline};
     use nix::sys::signal::Signal::SIGINT;
     let dir = scratch("before-save");
     let state = dir.join("st");

@@ -1,6 +1,6 @@
 //! Pause points for the tests: compiled only with the `failpoints` feature (off by default; on
 //! in the README's test command, which passes `--all-features`). Without the feature the
-//! [`failpoint!`](crate::failpoint) macro expands to nothing and this module does not exist.
+//! `failpoint!` macro (`main.rs`) expands to nothing and this module does not exist.
 //!
 //! A test chooses where a run stops, for as long as it likes, and what happens meanwhile (a
 //! signal during the save, say), instead of racing the run:

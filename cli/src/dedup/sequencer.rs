@@ -310,8 +310,8 @@ impl Sequencer {
                 say!(
                     "seen: the state {} is saved without the keys of {left} of the records \
                      written, which the filter refused: the next run over them prints them \
-                     again (and fails where this one did: use another --state, with a larger \
-                     --capacity or --fpr)",
+                     again (a growing filter at the end of its layers refuses every new key: \
+                     go on with another --state, with a larger --capacity or --fpr)",
                     path.display()
                 );
             }

@@ -27,9 +27,10 @@
 //! commit the keys of the chunks written when they next decide, and the end of the run commits
 //! the rest up to the last record written ([`pending`]). So the `--state` saved holds exactly
 //! the keys of the records written, however the run ends: at the end of the input, on SIGINT
-//! or SIGTERM (the chunks already read are decided and written first), or when the reader of
-//! the output goes away (`seen dedup --state s | head`), and a later run neither repeats nor
-//! loses a record. One run at a time holds a state ([`mod@lock`]). Without `--state` nothing
+//! or SIGTERM (the chunks already read are decided and written first), when the reader of
+//! the output goes away (`seen dedup --state s | head`), or at a failure (the records before
+//! it), and a later run neither repeats nor loses a record. One run at a time holds a state
+//! ([`mod@lock`]). Without `--state` nothing
 //! shows what the structure holds, and a key goes into it as it is decided (one access, not
 //! a lookup and a later insert: about half the time per record).
 //!
@@ -40,8 +41,9 @@
 //! undecided, after writing the records before it.
 //!
 //! The sequencer's state (output, counters) is behind a mutex that the writer holds while it
-//! writes a chunk (and, with one thread, while it decides it); with one thread, a signal's
-//! handler takes that mutex between two chunks to end the run.
+//! writes a chunk (and, with one thread, while it decides it); with one thread, the run's loop
+//! ends an interrupted run before it decides another chunk, and a signal's thread ends one
+//! that waits for input (it takes that mutex between two chunks).
 //!
 //! # Stages, one module each
 //!
@@ -83,6 +85,7 @@ mod signals;
 mod work;
 
 pub(crate) use args::Dedup;
+use args::Future;
 use filter::Filter;
 pub(crate) use filter::generations;
 use key::{Key, Keyer};
@@ -91,7 +94,7 @@ use pipeline::{one_thread, pipeline};
 use progress::{PROGRESS_FILES, PROGRESS_STREAM};
 use reader::Reader;
 use sequencer::{End, Overfill, Sequencer, Stop, lock};
-use shard::Shard;
+use shard::{Ahead, Shard};
 use signals::on_interrupt;
 
 /// Bytes read at a time; a chunk holds at least this much input (or what one read of a pipe
@@ -135,10 +138,27 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     };
     if let (Some(window), Some(period)) = (args.window, args.period) {
         generations(window, period)?;
+        if args.time_field.is_some() && args.future_tolerance > window {
+            return Err(Failure(format!(
+                "--future-tolerance {} is longer than --window {}: one record that far ahead \
+                 would make the window forget every key",
+                crate::units::format_duration(args.future_tolerance),
+                crate::units::format_duration(window)
+            )));
+        }
     }
     if !args.redis.is_empty() {
         // Refused before anything is opened or locked.
         shared::plan(args)?;
+    }
+    if output::closed_at_start() {
+        // Checked before anything is read or locked: the records would vanish, and with
+        // --state their keys be saved as printed.
+        return Err(Failure(
+            "the standard output is closed (`>&-`): the records would be lost; send them to a \
+             file, or to /dev/null (`> /dev/null`) to drop them"
+                .to_string(),
+        ));
     }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     // Held to the end of the process: from before the state is loaded to after it is saved.
@@ -205,6 +225,10 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
             Mutex::new(Shard {
                 time,
                 period_index,
+                ahead: Ahead {
+                    tolerance: args.future_tolerance.as_nanos() as u64,
+                    clamp: args.future == Future::Clamp,
+                },
                 deferred: args.state.is_some(),
                 ..Shard::default()
             })
@@ -227,6 +251,7 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         keyless: 0,
         late: 0,
         very_late: 0,
+        clamped: 0,
         bytes: 0,
         started: Instant::now(),
         progress,

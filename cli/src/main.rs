@@ -15,8 +15,19 @@ macro_rules! say {
     }};
 }
 
+/// A pause point for the tests (`failpoints.rs`): nothing at all unless the command is built
+/// with the `failpoints` feature.
+macro_rules! failpoint {
+    ($name:literal) => {{
+        #[cfg(feature = "failpoints")]
+        crate::failpoints::pause($name);
+    }};
+}
+
 mod bench;
 mod dedup;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 mod flags;
 mod oom;
 mod plot;
@@ -97,9 +108,10 @@ A --state file is a filter of the `seen` library: a service reads it with
 `contains(\"key\")`: a key is the same item in the command and the library.
 
 Exit status: 0 on success, 2 on an error (one line on standard error, naming the file and the
-line; --state is left as it was), 130 after SIGINT or SIGTERM (the records decided so far
-written, --state saved), 141 when the reader of the output went away (--state saved with the
-records written).";
+line; --state saved with the records written before it), 130 after SIGINT or SIGTERM (the
+records decided so far written, --state saved; also for a signal during the final save), 141
+when the reader of the output went away (--state saved with the records written). A second
+signal ends the run at once, with 2 if --state could not be saved (a line says what it holds).";
 
 /// A failure, as the one line the command prints before exiting with status 2.
 pub(crate) struct Failure(pub(crate) String);

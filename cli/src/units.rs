@@ -86,6 +86,18 @@ pub(crate) fn format_duration(d: std::time::Duration) -> String {
         })
 }
 
+/// `2.0d`, `3.5h`, `12.0m`, `45s`: about how long a duration is, in its largest unit (for
+/// messages; not read back).
+pub(crate) fn format_approximate(d: std::time::Duration) -> String {
+    let secs = d.as_secs_f64();
+    [(86_400.0, "d"), (3_600.0, "h"), (60.0, "m")]
+        .into_iter()
+        .find(|&(unit, _)| secs >= unit)
+        .map_or(format!("{secs:.0}s"), |(unit, name)| {
+            format!("{:.1}{name}", secs / unit)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

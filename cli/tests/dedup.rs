@@ -263,10 +263,19 @@ fn the_state_file_carries_the_filter_to_the_next_run_and_is_checked() {
         assert_eq!(out.status.code(), Some(2), "grow {grow}");
         let err = String::from_utf8_lossy(&out.stderr);
         if grow {
-            assert!(err.starts_with("seen: cannot load the state"), "{err}");
+            assert!(
+                err.contains(
+                    "holds a growing filter, not a fixed-size filter (--fixed): open it \
+                     with `--capacity 1000 --fpr 0.0001`"
+                ),
+                "{err}"
+            );
         } else {
             // A fixed filter where the default now grows: the message says which flag.
-            assert!(err.contains("pass --fixed"), "{err}");
+            assert!(
+                err.contains("open it with `--fixed --capacity 1000 --fpr 0.0001`"),
+                "{err}"
+            );
         }
         assert_eq!(
             std::fs::read(&state).unwrap(),
@@ -366,4 +375,90 @@ fn memory_sizes_the_filter_and_completions_are_printed() {
             "{shell}"
         );
     }
+}
+
+/// A state used with the flags of another structure (or other sizes) is refused with the flags
+/// that open it, and those flags do: for every pair of the structures a state can hold.
+#[test]
+fn a_state_of_another_structure_is_refused_with_the_flags_that_open_it() {
+    let dir = common::scratch("mismatch");
+    let state = dir.join("st");
+    let state_arg = state.to_str().unwrap();
+    let time = ["-f", "1", "--time-field", "2"];
+    let kinds: [(&str, &[&str]); 6] = [
+        ("grow", &["--capacity", "1000"]),
+        (
+            "grow, other sizes",
+            &["--capacity", "2000", "--fpr", "0.001"],
+        ),
+        ("fixed", &["--fixed", "--capacity", "1000"]),
+        (
+            "window",
+            &["--window", "2d", "--period", "1d", "--capacity", "1000"],
+        ),
+        (
+            "window on the records' times",
+            &[
+                "-f",
+                "1",
+                "--time-field",
+                "2",
+                "--window",
+                "3d",
+                "--period",
+                "1d",
+                "--capacity",
+                "1000",
+            ],
+        ),
+        ("remember", &["--remember", "5000"]),
+    ];
+    let input = b"a\t1700000000\n";
+    for (made, made_flags) in kinds {
+        for (asked, asked_flags) in kinds {
+            if made == asked {
+                continue;
+            }
+            let _ = std::fs::remove_file(&state);
+            let run = |flags: &[&str]| {
+                seen(
+                    &[&["dedup", "--state", state_arg][..], flags].concat(),
+                    input,
+                )
+            };
+            assert!(run(made_flags).status.success(), "{made}");
+            let before = std::fs::read(&state).unwrap();
+            let out = run(asked_flags);
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(2), "{made} as {asked}: {err}");
+            assert_eq!(err.lines().count(), 1, "{made} as {asked}: {err}");
+            assert!(
+                std::fs::read(&state).unwrap() == before,
+                "{made} as {asked}: written"
+            );
+            // A clock of the other kind names the one flag; anything else, all of them.
+            if err.contains("--time-field, or use another state file") {
+                continue;
+            }
+            let flags: Vec<&str> = err
+                .split("open it with `")
+                .nth(1)
+                .and_then(|rest| rest.split('`').next())
+                .unwrap_or_else(|| panic!("{made} as {asked}: no flags named: {err}"))
+                .split(' ')
+                .collect();
+            let mut fitting = flags.clone();
+            if err.contains("` and --time-field") {
+                fitting.extend(time);
+            }
+            let out = run(&fitting);
+            assert!(
+                out.status.success(),
+                "{made} as {asked}: {flags:?} named by {err:?} do not open it: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.stdout.is_empty(), "{made}: `a` is in the state");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,15 +3,14 @@
 //! output cannot be written (no panic).
 #![cfg(unix)]
 
-use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 mod common;
 
-use common::{feed, scratch, seen, start as start_piped, stderr_of};
+use common::{scratch, start as start_piped, stderr_of};
 
 /// Starts `seen` with `args` (input from a file or an open pipe), its output lines collected
 /// by a thread: the receiver gets each line, then `None` at the end.
@@ -28,12 +27,6 @@ fn start(args: &[&str]) -> (Child, mpsc::Receiver<Option<String>>) {
     (child, rx)
 }
 
-fn collect(rx: &mpsc::Receiver<Option<String>>, into: &mut Vec<String>) {
-    while let Ok(Some(line)) = rx.recv_timeout(Duration::from_secs(60)) {
-        into.push(line);
-    }
-}
-
 /// Sends `signal` to `pids` with one `kill` command: `kill -INT 7 7` signals twice within
 /// microseconds, as GNU `timeout` does when it forwards a signal (to the child, then to its
 /// process group).
@@ -47,13 +40,18 @@ fn kill(signal: &str, pids: &[u32]) {
 }
 
 /// With `--threads 1`, SIGINT saves the keys of the records written and no others (not those of
-/// a chunk decided but never written): the interrupted run and the next with the same state
-/// together print every line exactly once. Each attempt interrupts a run over distinct lines.
+/// a chunk read but never written): the interrupted run and the next with the same state
+/// together print every line exactly once. The signal comes while the run is paused after its
+/// first chunk, or its third, is written; the run ends before it decides another.
+#[cfg(feature = "failpoints")]
 #[test]
 fn one_thread_interrupt_saves_only_the_records_written() {
+    use common::{Failpoints, Stderr, command, seen, signal, wait_with_deadline};
+    use std::collections::HashSet;
     let dir = scratch("one-thread-sigint");
     let input = dir.join("input");
-    let lines = 2_000_000;
+    // About 5 MB: 20 chunks of 256 KiB.
+    let lines = 400_000;
     let mut text = Vec::new();
     for i in 0..lines {
         writeln!(text, "line-{i}").unwrap();
@@ -72,25 +70,38 @@ fn one_thread_interrupt_saves_only_the_records_written() {
         "1e-9",
         input.to_str().unwrap(),
     ];
-    for attempt in 0..3 {
+    for chunks in [1, 3] {
         let _ = std::fs::remove_file(&state);
-        let (mut child, rx) = start(&args);
-        let mut first = Vec::new();
-        // Running: its first output has arrived.
-        match rx.recv_timeout(Duration::from_secs(60)).unwrap() {
-            Some(line) => first.push(line),
-            None => panic!("no output"),
+        let mut points = Failpoints::new(&dir, &["chunk", "signal"]);
+        let mut run = command(&args);
+        points.apply(&mut run);
+        let mut child = run.spawn().unwrap();
+        let mut err = Stderr::of(&mut child);
+        let stdout = child.stdout.take().unwrap();
+        let output = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
+        });
+        for _ in 1..chunks {
+            err.wait_for("seen: failpoint chunk");
+            points.release("chunk");
         }
-        std::thread::sleep(Duration::from_millis(5 * attempt));
-        kill("INT", &[child.id()]);
-        collect(&rx, &mut first);
-        let status = child.wait().unwrap();
-        let err = stderr_of(&mut child);
-        if status.success() {
-            // It finished before the signal: nothing to check.
-            continue;
-        }
+        err.wait_for("seen: failpoint chunk");
+        signal(child.id(), nix::sys::signal::Signal::SIGINT);
+        err.wait_for("seen: failpoint signal");
+        points.release("signal");
+        points.release("chunk");
+        let status = wait_with_deadline(child, "the interrupted run").status;
+        let first = output.join().unwrap();
+        let err = err.all();
         assert_eq!(status.code(), Some(130), "{err}");
+        assert!(
+            !first.is_empty() && first.len() < lines,
+            "after chunk {chunks}: {} lines printed, {err}",
+            first.len()
+        );
         let out = seen(&args, b"");
         assert!(out.status.success());
         let second = String::from_utf8(out.stdout).unwrap();
@@ -103,7 +114,7 @@ fn one_thread_interrupt_saves_only_the_records_written() {
         assert_eq!(
             (printed, distinct.len()),
             (lines, lines),
-            "attempt {attempt}: the interrupted run printed {} lines ({err:?}), the next {}: \
+            "after chunk {chunks}: the interrupted run printed {} lines ({err:?}), the next {}: \
              every line once",
             first.len(),
             second.lines().count()
@@ -151,12 +162,22 @@ fn a_signal_delivered_twice_at_once_still_saves_the_state() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A second signal well after the first still exits at once (here the first cannot finish: the
-/// output is blocked, nobody reads it).
+/// A second signal still exits at once (here the first cannot finish: the output is blocked,
+/// nobody reads it). The second is sent once the first was handled.
+#[cfg(feature = "failpoints")]
 #[test]
 fn a_second_signal_later_exits_at_once() {
+    use common::{Failpoints, command, feed, signal, wait_with_deadline};
+    use nix::sys::signal::Signal::SIGINT;
+    use std::io::Read;
+    let dir = scratch("second-signal");
     for threads in ["1", "2"] {
-        let mut child = start_piped(&["dedup", "--threads", threads, "--capacity", "1000000"]);
+        let mut points = Failpoints::new(&dir, &["signal"]);
+        let mut run = command(&["dedup", "--threads", threads, "--capacity", "1000000"]);
+        // The second is not the first delivered twice, however soon it comes.
+        points.apply(&mut run).env("SEEN_SAME_SIGNAL_MS", "0");
+        let mut child = run.spawn().unwrap();
+        let mut err = common::Stderr::of(&mut child);
         // A first record of 100 KiB: its output cannot fit a pipe's buffer (64 KiB), so once
         // the run has read it, its writes stay blocked while nobody reads them.
         let mut text = vec![b'x'; 100 << 10];
@@ -168,12 +189,11 @@ fn a_second_signal_later_exits_at_once() {
         // The long record and 65 KiB more: once written, the run has read the whole long
         // record. The input stays open until the run ends: only the signals end it.
         let (writer, read) = feed(child.stdin.take().unwrap(), text, long + (65 << 10));
-        read.recv_timeout(Duration::from_secs(120))
+        read.recv_timeout(common::DEADLINE)
             .expect("the run reads its input");
-        // And has decided the long record: its first byte is out (on a loaded machine the run
-        // can have read the record without having written any of it yet, and a first signal
-        // then ends it at once with nothing to finish). One byte read leaves the rest of the
-        // 100 KiB blocked on the pipe.
+        // And has decided the long record: its first byte is out (a run that has read the
+        // record without having written any of it yet would end at the first signal with
+        // nothing to finish). One byte read leaves the rest of the 100 KiB blocked on the pipe.
         let mut first = [0u8; 1];
         child
             .stdout
@@ -182,18 +202,21 @@ fn a_second_signal_later_exits_at_once() {
             .read_exact(&mut first)
             .unwrap();
         assert_eq!(first[0], b'x');
-        kill("INT", &[child.id()]);
-        // Past the 250 ms in which a second delivery counts as the same signal.
-        std::thread::sleep(Duration::from_millis(500));
+        signal(child.id(), SIGINT);
+        err.wait_for("seen: failpoint signal");
+        points.release("signal");
         assert!(child.try_wait().unwrap().is_none(), "blocked on its output");
-        kill("INT", &[child.id()]);
+        signal(child.id(), SIGINT);
         // Nobody reads the output and the input stays open: only an exit at the second signal
-        // ends the run (a run that waited for its output would never end).
-        let status = child.wait().unwrap();
+        // ends the run (a run that waited for its output would never end, and fail the
+        // deadline).
+        let stdout = child.stdout.take();
+        let status = wait_with_deadline(child, threads).status;
         assert_eq!(status.code(), Some(130), "--threads {threads}");
-        drop(child.stdout.take());
+        drop(stdout);
         drop(writer.join().unwrap());
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A message on a standard error that cannot be written (a closed pipe: `seen dedup ... 2>&1 |

@@ -230,7 +230,7 @@ fn bad_times_and_windows_are_one_line_errors() {
                 "1d",
             ],
             b"a\t1700000000\nb\t9999999999\n",
-            "line 2: its time is more than --window after the wall clock",
+            "line 2: its time is ",
         ),
         (
             &[
@@ -412,5 +412,91 @@ fn a_window_state_names_its_window() {
         "{err}"
     );
     assert_eq!(seen(&args, b"a\nb\n").stdout, b"b\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A record dated ahead of the wall clock moves the window's clock only up to
+/// `--future-tolerance` (1 minute by default). Here `a` comes a minute before today (UTC), a
+/// record dated two days from now, then `a` again a minute after its first: had the clock
+/// followed the second record, today and yesterday would be out of the 2-day window, and `a`
+/// printed twice, silently. By default (`--future refuse`) the record is an error naming its
+/// line; `--future clamp` decides it at the wall clock plus the tolerance, and says so once; a
+/// record within the tolerance moves the clock without a word. With and without `--state`
+/// (keys committed once written, or inserted at once).
+#[test]
+fn a_record_from_the_future_is_refused_or_held_at_the_tolerance() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let day = 86_400;
+    let today = now / day * day;
+    let dir = common::scratch("future");
+    for state in [false, true] {
+        let state_file = dir.join(format!("st-{state}"));
+        let args = |more: &[&'static str]| {
+            let mut args = vec![
+                "dedup".to_string(),
+                "-f".into(),
+                "1".into(),
+                "--time-field".into(),
+                "2".into(),
+                "--window".into(),
+                "2d".into(),
+                "--period".into(),
+                "1d".into(),
+            ];
+            if state {
+                let _ = std::fs::remove_file(&state_file);
+                args.extend(["--state".into(), state_file.to_str().unwrap().into()]);
+            }
+            args.extend(more.iter().map(|s| s.to_string()));
+            args
+        };
+        let run = |args: &[String], input: &str| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = seen(&args, input.as_bytes());
+            let err = String::from_utf8(out.stderr).unwrap();
+            (
+                out.status.code(),
+                String::from_utf8(out.stdout).unwrap(),
+                err,
+            )
+        };
+        let first = format!("a\t{}\n", today - 60);
+        let ahead = format!("z\t{}\n", now + 2 * day);
+        let input = format!("{first}{ahead}a\t{today}\n");
+        let (code, out, err) = run(&args(&[]), &input);
+        assert_eq!(code, Some(2), "--state {state}: {out:?} {err}");
+        assert_eq!(out, first, "--state {state}");
+        assert!(
+            err.starts_with("seen: standard input, line 2: its time is ")
+                && err.contains("more than --future-tolerance 1m"),
+            "--state {state}: {err}"
+        );
+        let (code, out, err) = run(&args(&["--future", "clamp"]), &input);
+        assert_eq!(code, Some(0), "--state {state}: {err}");
+        assert_eq!(out, format!("{first}{ahead}"), "--state {state}: {err}");
+        assert!(
+            err.starts_with("seen: warning: 1 records were dated more than --future-tolerance 1m after the wall clock")
+                && err.lines().count() == 1,
+            "--state {state}: {err}"
+        );
+        // Within the tolerance (here 30 s of the default minute, or 3 hours of 4).
+        for (tolerance, ahead) in [(&[][..], 30), (&["--future-tolerance", "4h"][..], 3 * 3600)] {
+            let ahead = format!("z\t{}\n", now + ahead);
+            let (code, out, err) = run(&args(tolerance), &format!("{first}{ahead}a\t{today}\n"));
+            assert_eq!(code, Some(0), "--state {state}: {err}");
+            assert_eq!(out, format!("{first}{ahead}"), "--state {state}");
+            assert!(err.is_empty(), "--state {state}: {err}");
+        }
+        // A tolerance longer than the window would let one record empty it.
+        let (code, _, err) = run(&args(&["--future-tolerance", "3d"]), &input);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains("--future-tolerance 3d is longer than --window 2d"),
+            "{err}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

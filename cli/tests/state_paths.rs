@@ -6,9 +6,8 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{scratch, seen, stderr_of};
+use common::{scratch, seen, wait_with_deadline};
 
 /// A `--state` that is a loop of symbolic links can never be saved: the run refuses it
 /// before it prints anything (it printed every record, then failed to save, so the next run
@@ -129,28 +128,17 @@ fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
             .unwrap()
             .success()
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seen"))
+    let child = Command::new(env!("CARGO_BIN_EXE_seen"))
         .args(["dedup", "--state", fifo.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let exited = child.try_wait().unwrap();
-    if exited.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let err = stderr_of(&mut child);
-    assert_eq!(
-        exited.and_then(|s| s.code()),
-        Some(2),
-        "blocked on the FIFO: {err}"
-    );
+    // A run blocked on the FIFO never ends: the deadline fails the test.
+    let out = wait_with_deadline(child, "blocked on the FIFO?");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(fifo.to_str().unwrap()), "{err}");
     for path in [dir.to_str().unwrap(), "/dev/null"] {
         let out = seen(&["dedup", "--state", path], b"a\n");

@@ -9,6 +9,26 @@ use super::key::Missing;
 use crate::flags::{DEFAULT_REMEMBER_PROBABILITY, Sizing, probability, threads};
 use crate::units::parse_duration;
 
+/// What a record dated too far ahead of the wall clock is (`--future`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Future {
+    /// An error at its line.
+    Refuse,
+    /// Decided at the wall clock plus the tolerance.
+    Clamp,
+}
+
+/// `--future-tolerance`: a duration, zero included (`0`, `0s`).
+fn tolerance(text: &str) -> Result<Duration, String> {
+    let digits = text
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .trim();
+    if !digits.is_empty() && digits.bytes().all(|b| b == b'0') {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
 /// `seen dedup`'s command line.
 #[derive(Args, Clone)]
 #[command(group = clap::ArgGroup::new("structure").multiple(false).args(["exact", "grow", "fixed", "window", "remember", "memory"]))]
@@ -64,12 +84,14 @@ pub(crate) struct Dedup {
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration, requires = "window", help_heading = "Structure (one of)")]
     pub(super) period: Option<Duration>,
     /// With --window: take each record's time from field N (with -f's --delimiter) or, with
-    /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`)
-    /// or RFC 3339 with its offset (`2026-11-22T09:30:00Z`, `...+01:00`; `2026-11-22` is its midnight
-    /// UTC; a leap second `:60` counts as `:59`). Time never runs backwards: a record
-    /// older than one before it (or than the --state's time) counts at the newer time;
-    /// --stats counts them, and a warning says when one is more than WINDOW older. A record
-    /// dated more than WINDOW after the wall clock is an error. A --state remembers which
+    /// --json-key, from the JSON value at PATH: Unix seconds (`1700000000`, `1700000000.25`,
+    /// `1.7e9`; a JSON number and a string of the same text are the same time, cut to the
+    /// nanosecond) or RFC 3339 with its offset (`2026-11-22T09:30:00Z`, `...+01:00`;
+    /// `2026-11-22` is its midnight UTC; a leap second `:60` counts as `:59`). Time never runs
+    /// backwards: a record older than one before it (or than the --state's time) counts at the
+    /// newer time; --stats counts them, and a warning says when one is more than WINDOW older.
+    /// A record dated more than --future-tolerance after the wall clock is refused, or held
+    /// there (--future). A --state remembers which
     /// clock it follows: a run that would switch between --time-field and the wall clock is
     /// refused. With --redis, each run's clock follows its own records: runs that share the
     /// name print a key once between them when their records' times are within a --period of
@@ -81,6 +103,33 @@ pub(crate) struct Dedup {
         help_heading = "Structure (one of)"
     )]
     pub(super) time_field: Option<String>,
+    /// With --time-field: what a record dated more than --future-tolerance after the wall clock
+    /// is. `refuse` (the default): an error at its line (the records before it are written,
+    /// and with --state their keys saved). `clamp`: it is decided at the wall clock plus the
+    /// tolerance, and a warning at the end says how many were. Either way the window's clock
+    /// runs at most the tolerance ahead of the wall clock, so one record from the future never
+    /// makes the window forget the present: a repeat within WINDOW minus the tolerance of its
+    /// key's first printed record is always dropped.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHAT",
+        default_value_t = Future::Refuse,
+        requires = "time_field",
+        help_heading = "Structure (one of)"
+    )]
+    pub(super) future: Future,
+    /// With --time-field: how far after the wall clock a record's time may be (the clocks of
+    /// the machines that dated the records may run ahead of this one's): `0s` up to --window.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1m",
+        value_parser = tolerance,
+        requires = "time_field",
+        help_heading = "Structure (one of)"
+    )]
+    pub(super) future_tolerance: Duration,
     /// Never drop a new record: an overwrite map that remembers a key across N later records
     /// with probability --remember-probability, and may print a duplicate it forgot.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Structure (one of)")]
@@ -113,12 +162,14 @@ pub(crate) struct Dedup {
     /// No progress bar (it shows on standard error only when that is a terminal).
     #[arg(long, help_heading = "Output")]
     pub(super) no_progress: bool,
-    /// Load the filter from FILE if it exists, and save it there at the end, on SIGINT or
-    /// SIGTERM, and when the reader of the output goes away (crash-safely: a temporary file
-    /// renamed over it, through a symbolic link to its target, keeping its permissions), so
-    /// that a daily run remembers the days before. FILE then holds exactly the keys of the
-    /// records written. A failed run (exit status 2) leaves FILE as it was. One run at a time:
-    /// another run on FILE fails at once (the lock is FILE.lock).
+    /// Load the filter from FILE if it exists, and save it there when the run ends, however it
+    /// ends: at the end of the input, on SIGINT or SIGTERM, when the reader of the output goes
+    /// away, and when the run fails (crash-safely: a temporary file renamed over it, through a
+    /// symbolic link to its target, keeping its permissions), so that a daily run remembers the
+    /// days before. FILE then holds exactly the keys of the records written (a failed run's,
+    /// up to the failure); keys the filter refuses (a growing filter at the end of its layers)
+    /// are named on standard error. One run at a time: another run on FILE fails at once (the
+    /// lock is FILE.lock); a FILE with more than one name (a hard link) is refused.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
     pub(super) state: Option<PathBuf>,
     /// Share the state with every `seen dedup` that names the same --name on this Redis or

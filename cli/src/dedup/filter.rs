@@ -59,7 +59,11 @@ impl Filter {
             return Self::new(args);
         };
         let name = path.display();
-        let cannot = |e: Error| Failure(format!("cannot load the state {name}: {e}"));
+        // Another structure: say which, and the flags that open it.
+        let cannot = |e: Error| match e {
+            Error::WrongStructure { found, .. } => other_structure(path, found, args),
+            e => Failure(format!("cannot load the state {name}: {e}")),
+        };
         let loaded = if args.fixed {
             Self::Bloom(
                 load_state(
@@ -81,9 +85,12 @@ impl Filter {
             .with_clock(clock.clone());
             let (generations, _) = generations(window, period)?;
             let asked = (Rotation::EveryAligned(period), generations);
-            if (filter.rotation(), filter.generations()) == (asked.0, generations - 1) {
+            if (filter.rotation(), filter.generations()) == (asked.0, generations - 1)
+                && filter.time_base() == TimeBase::Unknown
+            {
                 // Before a window meant what it says, `--window W` kept W / PERIOD
-                // generations, so a repeat was dropped for W - PERIOD at least.
+                // generations, so a repeat was dropped for W - PERIOD at least (such a state
+                // does not say which clock it follows; today's always do).
                 let kept = period * (generations - 2);
                 return Err(Failure(if kept.is_zero() {
                     format!(
@@ -111,8 +118,7 @@ impl Filter {
             }
             if (filter.rotation(), filter.generations()) != asked {
                 return Err(Failure(format!(
-                    "the state {name} holds a window of {}, not --window {} --period {}: pass \
-                     those, or another state file",
+                    "the state {name} holds a window of {}, not --window {} --period {}: {}",
                     match filter.rotation() {
                         Rotation::EveryAligned(p) if filter.generations() > 1 => format!(
                             "{} generations of {} (--window {} --period {})",
@@ -125,6 +131,7 @@ impl Filter {
                     },
                     format_duration(window),
                     format_duration(period),
+                    open_with(&window_flags(&filter)),
                 )));
             }
             // The clock the state follows: a run on the other would jump its generations.
@@ -158,10 +165,10 @@ impl Filter {
             if map.buckets() != asked {
                 return Err(Failure(format!(
                     "the state {name} holds an overwrite map of {} buckets, not the {asked} of \
-                     --remember {later} --remember-probability {}: pass those, or another state \
-                     file",
+                     --remember {later} --remember-probability {}: {}",
                     map.buckets(),
-                    args.remember_probability
+                    args.remember_probability,
+                    open_with(&map_flags(&map, args))
                 )));
             }
             Self::Remember(map)
@@ -173,37 +180,26 @@ impl Filter {
             );
             match growing {
                 Ok(filter) => Self::Growing(filter),
-                // Before the filter grew by default, it was a fixed-size one.
-                Err(Error::WrongStructure { .. })
-                    if load_state(
-                        path,
-                        |p| AtomicBloomFilter::load(p),
-                        |input, hasher| AtomicBloomFilter::read_from_trusting_hasher(input, hasher),
-                    )
-                    .is_ok() =>
-                {
-                    return Err(Failure(format!(
-                        "the state {name} holds a fixed-size filter (the default of an older \
-                         seen; the default now grows past --capacity): pass --fixed to go on \
-                         with it"
-                    )));
-                }
                 Err(e) => return Err(cannot(e)),
             }
         };
         let held = match &loaded {
-            Self::Growing(f) => Some((f.capacity(), f.fpr())),
-            Self::Bloom(f) => Some((f.capacity(), f.fpr())),
-            Self::Windowed { filter, .. } => Some((filter.capacity(), filter.fpr())),
+            Self::Growing(f) => Some((f.capacity(), f.fpr(), growing_flags(f))),
+            Self::Bloom(f) => Some((f.capacity(), f.fpr(), bloom_flags(f))),
+            Self::Windowed { filter, .. } => {
+                Some((filter.capacity(), filter.fpr(), window_flags(filter)))
+            }
             Self::Exact | Self::Remember(_) | Self::Shared(_) => None,
         };
-        if let Some((capacity, fpr)) = held
+        if let Some((capacity, fpr, flags)) = held
             && (capacity, fpr) != (args.sizing.capacity, args.sizing.fpr)
         {
             return Err(Failure(format!(
                 "the state {name} holds a filter for --capacity {capacity} --fpr {fpr}, not \
-                 --capacity {} --fpr {}: pass those, or another state file",
-                args.sizing.capacity, args.sizing.fpr
+                 --capacity {} --fpr {}: {}",
+                args.sizing.capacity,
+                args.sizing.fpr,
+                open_with(&flags)
             )));
         }
         Ok(loaded)
@@ -451,6 +447,184 @@ impl Filter {
             Self::Shared(f) => f.describe(),
         }
     }
+}
+
+/// The flags of `seen dedup` that open a state, and whether it follows the records' times
+/// (then `--time-field` too, whose field or path the state does not know).
+#[derive(Default)]
+struct Fitting {
+    flags: String,
+    records: bool,
+    /// What the flags stand for, if they are not all known.
+    note: String,
+}
+
+/// The end of a message that refuses a state: the flags that open it.
+fn open_with(fitting: &Fitting) -> String {
+    format!(
+        "open it with `{}`{}{}, or use another state file",
+        fitting.flags,
+        if fitting.records {
+            " and --time-field (it follows its records' times)"
+        } else {
+            ""
+        },
+        fitting.note
+    )
+}
+
+fn growing_flags(f: &GrowingBloomFilter) -> Fitting {
+    Fitting {
+        flags: format!("--capacity {} --fpr {}", f.capacity(), f.fpr()),
+        ..Fitting::default()
+    }
+}
+
+fn bloom_flags(f: &AtomicBloomFilter) -> Fitting {
+    Fitting {
+        flags: format!("--fixed --capacity {} --fpr {}", f.capacity(), f.fpr()),
+        ..Fitting::default()
+    }
+}
+
+fn window_flags(f: &WindowedBloomFilter<StableHasher, ManualClock>) -> Fitting {
+    let records = f.time_base() == TimeBase::Other;
+    match f.rotation() {
+        Rotation::EveryAligned(p) if f.generations() > 1 => Fitting {
+            flags: format!(
+                "--window {} --period {} --capacity {} --fpr {}",
+                format_duration(p * (f.generations() - 1)),
+                format_duration(p),
+                f.capacity(),
+                f.fpr()
+            ),
+            records,
+            note: String::new(),
+        },
+        // Not a state of `seen dedup` (the library's own window, rotated otherwise).
+        other => Fitting {
+            flags: "--window W --period P".to_string(),
+            records,
+            note: format!(
+                " (none do: its {} generations are rotated {other:?}, not every period)",
+                f.generations()
+            ),
+        },
+    }
+}
+
+/// `--remember N` (and `--remember-probability`, the run's or the default) that sizes a map of
+/// `map`'s buckets: the map's buckets grow with N, so a search finds one if there is one.
+fn map_flags(map: &OverwriteMap, args: &Dedup) -> Fitting {
+    let buckets = map.buckets();
+    let default = crate::flags::DEFAULT_REMEMBER_PROBABILITY;
+    let found = [args.remember_probability, default]
+        .into_iter()
+        .find_map(|q| {
+            let size = |n: u64| seen::sizing::overwrite_buckets(n, q).unwrap_or(u64::MAX);
+            // The fewest later records that size at least `buckets` buckets.
+            let (mut low, mut high) = (1u64, 1u64 << 62);
+            while low < high {
+                let mid = low + (high - low) / 2;
+                if size(mid) >= buckets {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            (size(low) == buckets).then_some((low, q))
+        });
+    match found {
+        Some((later, q)) if q == default => Fitting {
+            flags: format!("--remember {later}"),
+            ..Fitting::default()
+        },
+        Some((later, q)) => Fitting {
+            flags: format!("--remember {later} --remember-probability {q}"),
+            ..Fitting::default()
+        },
+        None => Fitting {
+            flags: "--remember N --remember-probability Q".to_string(),
+            records: false,
+            note: format!(
+                " for an N and a Q that size {buckets} buckets (`seen size --remember N \
+                 --remember-probability Q` shows them)"
+            ),
+        },
+    }
+}
+
+/// The refusal of a state that holds another structure than `args` ask for (`found`, the
+/// library's name for it): which it holds, and the flags that open it.
+fn other_structure(path: &Path, found: &str, args: &Dedup) -> Failure {
+    let name = path.display();
+    let asked = if args.fixed {
+        "a fixed-size filter (--fixed)"
+    } else if args.window.is_some() {
+        "a windowed filter (--window)"
+    } else if args.remember.is_some() {
+        "an overwrite map (--remember)"
+    } else {
+        "a growing filter (the default)"
+    };
+    let growing = || {
+        load_state(
+            path,
+            |p| GrowingBloomFilter::load(p),
+            |input, hasher| GrowingBloomFilter::read_from_trusting_hasher(input, hasher),
+        )
+    };
+    let bloom = || {
+        load_state(
+            path,
+            |p| AtomicBloomFilter::load(p),
+            |input, hasher| AtomicBloomFilter::read_from_trusting_hasher(input, hasher),
+        )
+    };
+    let window = || {
+        load_state(
+            path,
+            |p| WindowedBloomFilter::load(p),
+            |input, hasher| WindowedBloomFilter::read_from_trusting_hasher(input, hasher),
+        )
+    };
+    let map = || {
+        load_state(
+            path,
+            |p| OverwriteMap::load(p),
+            |input, hasher| OverwriteMap::read_from_trusting_hasher(input, hasher),
+        )
+    };
+    let (what, fitting) = if let Ok(f) = growing() {
+        ("a growing filter", growing_flags(&f))
+    } else if let Ok(f) = bloom() {
+        (
+            if args.fixed || args.window.is_some() || args.remember.is_some() {
+                "a fixed-size filter"
+            } else {
+                // Before the filter grew by default, it was a fixed-size one.
+                "a fixed-size filter (the default of an older seen; the default now grows past \
+                 --capacity)"
+            },
+            bloom_flags(&f),
+        )
+    } else if let Ok(f) = window() {
+        (
+            "a windowed filter",
+            window_flags(&f.with_clock(ManualClock::new(Duration::ZERO))),
+        )
+    } else if let Ok(m) = map() {
+        ("an overwrite map", map_flags(&m, args))
+    } else {
+        return Failure(format!(
+            "the state {name} holds {found}, which seen dedup does not keep: use another state \
+             file"
+        ));
+    };
+    Failure(format!(
+        "the state {name} holds {what}, not {asked}: {}",
+        open_with(&fitting)
+    ))
 }
 
 /// Why the filter of `args` cannot be built, from the library's error.

@@ -99,16 +99,10 @@ impl Keyer {
             Some(Key::Json(path)) => Some(match at(path) {
                 None => return Err(format!("no time at {}", path.join("."))),
                 Some(serde_json::Value::String(s)) => parse_time(s.as_bytes())?,
-                // Its text as written (`1.7e9` too): Unix seconds.
-                Some(serde_json::Value::Number(n)) => match n.as_u64() {
-                    Some(secs) => parse_time(secs.to_string().as_bytes())?,
-                    None => match n.as_f64() {
-                        Some(secs) if (0.0..18_446_744_073.0).contains(&secs) => {
-                            (secs * 1e9) as u64
-                        }
-                        _ => return Err(format!("not a time: {n}")),
-                    },
-                },
+                // Its text as written (`arbitrary_precision`; `1.7e9` too), read as a string
+                // of that text is: Unix seconds, cut to the nanosecond (never rounded through
+                // an `f64`, which would put `…799.999999999999` in the next second).
+                Some(serde_json::Value::Number(n)) => parse_time(n.to_string().as_bytes())?,
                 Some(other) => return Err(format!("not a time: {other}")),
             }),
             Some(Key::Whole) => Some(parse_time(record)?),
@@ -139,10 +133,8 @@ pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
         .trim();
     let bad = || format!("not a time: {text:?} (Unix seconds or RFC 3339)");
     let range = || format!("time {text:?} is out of range (1970-01-01 to 2554-07-21 UTC)");
-    if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
-        let secs: u64 = whole.parse().map_err(|_| bad())?;
-        return nanos(secs, frac).ok_or_else(range);
+    if let Some(nanos) = decimal_seconds(text) {
+        return nanos.ok_or_else(range);
     }
     // A date alone is its midnight UTC; anything else needs its offset (`Z` or `+01:00`). A
     // local date before 1970 may be after the epoch in UTC (1969-12-31T23:00:00-02:00): the
@@ -176,18 +168,60 @@ pub(super) fn parse_time(text: &[u8]) -> Result<u64, String> {
     u64::try_from(instant.as_nanosecond()).map_err(|_| range())
 }
 
-/// `secs` and a decimal fraction (`"25"` for .25) as nanoseconds.
-pub(super) fn nanos(secs: u64, frac: &str) -> Option<u64> {
-    if frac.len() > 9 && !frac.bytes().all(|b| b.is_ascii_digit()) {
+/// Unix seconds written as a decimal number, `DIGITS[.DIGITS][(e|E)[+|-]DIGITS]` (`1700000000`,
+/// `1700000000.25`, `1.7e9`: JSON's numbers, without a sign), as nanoseconds cut (not rounded)
+/// from the text exactly: `None` if the text is not such a number, `Some(None)` if it is past
+/// what a `u64` of nanoseconds holds.
+pub(super) fn decimal_seconds(text: &str) -> Option<Option<u64>> {
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text, None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
         return None;
     }
-    let digits = &frac[..frac.len().min(9)];
-    let part: u64 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse::<u64>().ok()? * 10u64.pow(9 - digits.len() as u32)
+    let exponent: i64 = match exponent {
+        None => 0,
+        Some(e) => {
+            let magnitude = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if magnitude.is_empty() || !digits(magnitude) {
+                return None;
+            }
+            // Past any time in either direction: held at a size that stays so.
+            let magnitude = magnitude.parse::<i64>().unwrap_or(i64::MAX).min(1 << 40);
+            if e.starts_with('-') {
+                -magnitude
+            } else {
+                magnitude
+            }
+        }
     };
-    secs.checked_mul(1_000_000_000)?.checked_add(part)
+    // The number is `all` (its digits, without the point) times 10^(exponent - fraction's
+    // digits): in nanoseconds, times 10^shift.
+    let all = format!("{whole}{fraction}");
+    let significant = all.trim_start_matches('0');
+    let shift = exponent - fraction.len() as i64 + 9;
+    let kept = if shift >= 0 {
+        // u64::MAX has 20 digits.
+        if significant.len() as i64 + shift > 20 {
+            return Some(None);
+        }
+        format!("{significant}{}", "0".repeat(shift as usize))
+    } else {
+        let cut = significant
+            .len()
+            .saturating_sub(shift.unsigned_abs() as usize);
+        significant[..cut].to_string()
+    };
+    if kept.is_empty() {
+        return Some(Some(0));
+    }
+    if kept.len() > 20 {
+        return Some(None);
+    }
+    Some(kept.parse::<u64>().ok())
 }
 
 #[cfg(test)]
@@ -237,6 +271,68 @@ mod tests {
             Ok(at)
         );
         assert_eq!(parse_time(b"1795339800.1234567891234"), Ok(at));
+    }
+
+    /// A JSON number time is read from its text, as the same text in a string is: cut (not
+    /// rounded through an `f64`) to the nanosecond, so both fall on the same side of a period's
+    /// end (`…799.999999999999` is not the next second, or the next day).
+    #[test]
+    fn a_json_number_time_is_the_same_text_in_a_string() {
+        let keyer = Keyer {
+            key: Key::Json(vec!["k".into()]),
+            time: Some(Key::Json(vec!["t".into()])),
+            delimiter: b'\t',
+            missing: Missing::Error,
+        };
+        // The time, or the kind of error (serde_json writes an exponent back as `e+30`).
+        let time = |json: String| {
+            keyer.of(json.as_bytes()).map(|(_, t)| t).map_err(|e| {
+                if e.contains("out of range") {
+                    "out of range".to_string()
+                } else {
+                    e
+                }
+            })
+        };
+        for text in [
+            "1483228799.999999999999",
+            "1483228799.9999999995",
+            "1483228799.9999999999",
+            "1700000000",
+            "1700000000.25",
+            "1.7e9",
+            "1.7E+9",
+            "17e8",
+            "1700000000123e-3",
+            "0.5",
+            "0",
+            "1e-9",
+            "1e-10",
+            "18446744073.709551615",
+            "18446744073.709551616",
+            "1e30",
+            "-1",
+        ] {
+            let number = time(format!(r#"{{"k":1,"t":{text}}}"#));
+            let string = time(format!(r#"{{"k":1,"t":"{text}"}}"#));
+            assert_eq!(number, string, "{text}");
+        }
+        let at = |text: &str| time(format!(r#"{{"k":1,"t":{text}}}"#));
+        assert_eq!(
+            at("1483228799.999999999999"),
+            Ok(Some(1_483_228_799 * S + S - 1))
+        );
+        assert_eq!(at("1.7e9"), Ok(Some(1_700_000_000 * S)));
+        assert_eq!(
+            at("1700000000123e-3"),
+            Ok(Some(1_700_000_000 * S + 123_000_000))
+        );
+        assert_eq!(at("1e-10"), Ok(Some(0)));
+        assert_eq!(at("18446744073.709551615"), Ok(Some(u64::MAX)));
+        for text in ["18446744073.709551616", "1e30", "1e999999999999999999999"] {
+            assert_eq!(at(text), Err("out of range".to_string()), "{text}");
+        }
+        assert!(at("-1").unwrap_err().starts_with("not a time"));
     }
 
     /// A leap second is taken as jiff takes it: the second before (an RFC 3339 time is valid

@@ -6,6 +6,11 @@
 //! it. The lock is on a file beside the state, `STATE.lock`, which is never replaced (the state
 //! itself is, by each save's rename, so a lock on it would not outlive the first save); the
 //! lock ends with the process, however it ends. A second run fails at once, naming the first.
+//!
+//! A lock beside a name covers that name (and the symbolic links to it, which lead to it): a
+//! hard link is another name for the same file, with a lock file of its own. So a state with
+//! more than one name is refused: two runs by two names would both run and one's keys be lost
+//! (and a save, renamed over one name, leaves the others on the old state anyway).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -96,7 +101,33 @@ pub(super) fn lock(path: &Path) -> Result<StateLock, Failure> {
         .set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| writeln!(file, "{}", std::process::id()));
-    Ok(StateLock { _file: file })
+    let held = StateLock { _file: file };
+    one_name(path)?;
+    Ok(held)
+}
+
+/// Fails if the state file has more than one name (hard links): the lock is on its name's
+/// lock file, so a run by another name would not be excluded, and each save (a new file renamed
+/// over the name) would leave the other names on the old state. Checked with the lock held, so
+/// that a run by another name that started first, or starts later, is refused too.
+#[cfg(unix)]
+fn one_name(path: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let links = std::fs::metadata(super::filter::resolve(path)).map_or(1, |m| m.nlink());
+    if links > 1 {
+        return Err(Failure(format!(
+            "the state {} has {links} names (hard links): one run at a time is ensured for one \
+             name only, and a save would leave the others on the old state; remove the other \
+             names (`find -samefile`), or copy the file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn one_name(_: &Path) -> Result<(), Failure> {
+    Ok(())
 }
 
 /// Whether `file` is the file at `path` itself (not one a symbolic link there leads to).

@@ -40,8 +40,9 @@ pub(super) struct Output {
     /// The output's bytes before `buf[0]`, all accepted by the system.
     written: u64,
     runs: VecDeque<Run>,
-    /// The chunks handed over whole (one past the last).
-    consumed: u64,
+    /// Where the records handed over end: past the last chunk handed over whole, or within a
+    /// chunk cut short by a failure ([`part_done`](Self::part_done)).
+    done: Cut,
     terminator: u8,
     /// Set by a failed write: where the output stops, and why.
     failed: Option<(Cut, io::ErrorKind, String)>,
@@ -54,7 +55,7 @@ impl Output {
             buf: Vec::with_capacity(BUFFER + 4096),
             written: 0,
             runs: VecDeque::new(),
-            consumed: 0,
+            done: Cut::default(),
             terminator,
             failed: None,
         })
@@ -84,7 +85,10 @@ impl Output {
 
     /// Chunk `chunk` has been handed over whole.
     pub(super) fn chunk_done(&mut self, chunk: u64) -> io::Result<()> {
-        self.consumed = chunk + 1;
+        self.done = Cut {
+            chunk: chunk + 1,
+            record: 0,
+        };
         if self
             .runs
             .front()
@@ -93,6 +97,12 @@ impl Output {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The records of chunk `chunk` before `record` have been handed over, and no more will be
+    /// (the run fails at `record`).
+    pub(super) fn part_done(&mut self, chunk: u64, record: usize) {
+        self.done = Cut { chunk, record };
     }
 
     /// Writes the buffer. On failure the output stops for good at the record the failure
@@ -139,18 +149,12 @@ impl Output {
     }
 
     /// The place before which every record is written: the first record still in the
-    /// buffer, else the end of the chunks handed over.
+    /// buffer, else the end of the records handed over.
     fn unbuffered(&self) -> Cut {
-        self.runs.front().map_or(
-            Cut {
-                chunk: self.consumed,
-                record: 0,
-            },
-            |r| Cut {
-                chunk: r.chunk,
-                record: r.first,
-            },
-        )
+        self.runs.front().map_or(self.done, |r| Cut {
+            chunk: r.chunk,
+            record: r.first,
+        })
     }
 
     /// Where the output got: every record before the cut is written (its bytes accepted by
@@ -186,6 +190,41 @@ fn sink() -> io::Result<Box<dyn Write + Send>> {
 #[cfg(not(unix))]
 fn sink() -> io::Result<Box<dyn Write + Send>> {
     Ok(Box::new(io::stdout()))
+}
+
+/// Whether the standard output was closed when the process started (`seen dedup ... >&-`).
+///
+/// The standard library opens `/dev/null` in place of a standard descriptor that is closed at
+/// start, so that the process never writes to a file it opened later under that number: the
+/// records would then vanish without an error. That `/dev/null` is open for reading and
+/// writing; a shell's `> /dev/null`, which discards them on purpose, opens it for writing only.
+/// So: the standard output is `/dev/null`, open read-write (`1<> /dev/null` reads the same, and
+/// is taken for a closed output too). Linux only (`/proc/self/fdinfo`); elsewhere, `false`.
+#[cfg(target_os = "linux")]
+pub(super) fn closed_at_start() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(out) = std::fs::File::from(fd).metadata() else {
+        return false;
+    };
+    let null = std::fs::metadata("/dev/null")
+        .is_ok_and(|null| (null.dev(), null.ino()) == (out.dev(), out.ino()));
+    // The access mode: the low two bits of the octal `flags:` line (2: O_RDWR).
+    let read_write = std::fs::read_to_string("/proc/self/fdinfo/1").is_ok_and(|info| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+            .is_some_and(|flags| flags & 0o3 == 0o2)
+    });
+    null && read_write
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn closed_at_start() -> bool {
+    false
 }
 
 #[cfg(test)]
@@ -226,7 +265,7 @@ mod tests {
             buf: Vec::new(),
             written: 0,
             runs: VecDeque::new(),
-            consumed: 0,
+            done: Cut::default(),
             terminator: b'\n',
             failed: None,
         };

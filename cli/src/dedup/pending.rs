@@ -120,6 +120,21 @@ impl Pending {
         failed.map_or(Ok(()), Err)
     }
 
+    /// The number of keys pending of the records before `cut`.
+    pub(super) fn before(&self, cut: Cut) -> usize {
+        self.chunks
+            .iter()
+            .take_while(|(chunk, _)| *chunk <= cut.chunk)
+            .map(|(chunk, keys)| {
+                if *chunk < cut.chunk {
+                    keys.len()
+                } else {
+                    keys.partition_point(|e| e.record < cut.record)
+                }
+            })
+            .sum()
+    }
+
     /// The number of keys pending.
     pub(super) fn live(&self) -> usize {
         self.live

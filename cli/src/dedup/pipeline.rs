@@ -36,6 +36,11 @@ pub(super) fn one_thread(
             // Interrupted, and ended by the signal's thread.
             return Ok(());
         }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            // Ended here, before another chunk is decided (the signal's thread ends a run that
+            // waits for input).
+            interrupted(&mut s);
+        }
         let written = Cut {
             chunk: s.out.written_chunks(),
             record: 0,
@@ -45,6 +50,7 @@ pub(super) fn one_thread(
         drop(shard);
         let _ = work.decided[0].set(decided);
         s.consume(&work)?;
+        failpoint!("chunk");
         // A short chunk: the input trickles in (a pipe, a terminal), and the next read may
         // wait: let the output out first.
         if work.bytes.len() < CHUNK / 2 {

@@ -10,7 +10,7 @@ use super::filter::Filter;
 use super::output::Output;
 use super::progress::{progress_message, round_count};
 use super::shard::{STOPPING, Shard};
-use super::signals::{FAILED, SAVED, SAVING, set_save};
+use super::signals::{FAILED, INTERRUPTED, SAVED, SAVING, set_save};
 use super::work::{PREPARED, Work};
 use super::{Dedup, INTERRUPTED_STATUS};
 use crate::Failure;
@@ -57,6 +57,8 @@ pub(super) struct Sequencer {
     /// With --time-field: records older than the clock, and more than the window older.
     pub(super) late: u64,
     pub(super) very_late: u64,
+    /// With --future clamp: records dated past the tolerance, held there.
+    pub(super) clamped: u64,
     pub(super) bytes: u64,
     pub(super) started: Instant,
     pub(super) progress: Option<indicatif::ProgressBar>,
@@ -105,6 +107,7 @@ impl Sequencer {
             }
             self.late += d.late;
             self.very_late += d.very_late;
+            self.clamped += d.clamped;
         }
         let decided = failed.map_or(work.ends.len(), |(i, _)| i);
         let new_before = self.new;
@@ -149,6 +152,9 @@ impl Sequencer {
             written = written.and_then(|()| self.out.chunk_done(work.seq));
             self.written
                 .store(self.out.written_chunks(), Ordering::Release);
+        } else {
+            // The records before the failed one are handed over: their keys are saved.
+            self.out.part_done(work.seq, decided);
         }
         written.map_err(|_| Stop::Output)?;
         self.check_overfill(self.new - new_before);
@@ -245,8 +251,8 @@ impl Sequencer {
     }
 
     /// Ends the run: the counts (`--count`), the output written, the keys of the records
-    /// written committed, the state saved (not after a failure: the state file keeps the last
-    /// good run), the summary (`--stats`). Returns the exit status, or the failure.
+    /// written committed, the state saved (after a failure too, with the keys of the records
+    /// written before it), the summary (`--stats`). Returns the exit status, or the failure.
     pub(super) fn finish(&mut self, end: End, failure: Option<Failure>) -> Result<i32, Failure> {
         self.finished = true;
         STOPPING.store(true, Ordering::SeqCst);
@@ -271,23 +277,46 @@ impl Sequencer {
             Err(e) if !pipe => Some(Failure(format!("cannot write the output: {e}"))),
             _ => None,
         });
-        if failure.is_none() {
-            // The keys of the records written, and no others.
-            let cut = self.out.cut();
-            for shard in self.shards.iter() {
-                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-                shard.commit(&self.filter, cut).map_err(Failure)?;
-                shard.pending.clear();
+        // However the run ends (its input, a signal, a reader gone, a failure: a record, a
+        // read, a full output), the keys of the records written, and no others, go into the
+        // structure, and the state is saved: a rerun neither prints them again nor loses one.
+        let cut = self.out.cut();
+        // The keys the structure refused (a growing filter at the end of its layers, or out of
+        // memory for one), and why.
+        let mut refused: Option<(usize, String)> = None;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(why) = shard.commit(&self.filter, cut) {
+                let left = shard.pending.before(cut);
+                refused.get_or_insert((0, why)).0 += left;
             }
-            if let Some(path) = &self.args.state {
-                set_save(SAVING);
-                self.filter.save(path).map_err(|e| {
-                    set_save(FAILED);
-                    Failure(format!("cannot save the state {}: {e}", path.display()))
-                })?;
-            }
-            set_save(SAVED);
+            shard.pending.clear();
         }
+        let failure = failure.or_else(|| refused.as_ref().map(|(_, why)| Failure(why.clone())));
+        if let Some(path) = &self.args.state {
+            set_save(SAVING);
+            failpoint!("save");
+            if let Err(e) = self.filter.save(path) {
+                set_save(FAILED);
+                if let Some(Failure(why)) = failure {
+                    say!("seen: {why}");
+                }
+                return Err(Failure(format!(
+                    "cannot save the state {}: {e}",
+                    path.display()
+                )));
+            }
+            if let Some((left, _)) = refused {
+                say!(
+                    "seen: the state {} is saved without the keys of {left} of the records \
+                     written, which the filter refused: the next run over them prints them \
+                     again (a growing filter at the end of its layers refuses every new key: \
+                     go on with another --state, with a larger --capacity or --fpr)",
+                    path.display()
+                );
+            }
+        }
+        set_save(SAVED);
         if self.args.stats {
             self.summary();
         }
@@ -299,10 +328,24 @@ impl Sequencer {
                 self.very_late
             );
         }
+        if self.clamped > 0 {
+            let tolerance = crate::units::format_duration(self.args.future_tolerance);
+            say!(
+                "seen: warning: {} records were dated more than --future-tolerance {tolerance} \
+                 after the wall clock: they were decided at the wall clock plus {tolerance} \
+                 (--future clamp)",
+                self.clamped
+            );
+        }
         match failure {
             Some(failure) => Err(failure),
             None if pipe => Ok(BROKEN_PIPE_STATUS),
-            None if end == End::Interrupted => Ok(INTERRUPTED_STATUS),
+            // Also a signal that came once the input had ended (during the final save, say):
+            // the run was interrupted all the same, and its status says so.
+            None if end == End::Interrupted || INTERRUPTED.load(Ordering::SeqCst) => {
+                say!("seen: interrupted after {} records", self.records);
+                Ok(INTERRUPTED_STATUS)
+            }
             None => Ok(0),
         }
     }

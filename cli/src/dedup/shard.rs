@@ -35,6 +35,8 @@ pub(super) struct Shard {
     pub(super) period_index: u64,
     /// Whether keys wait to be committed until their records are written (with `--state`).
     pub(super) deferred: bool,
+    /// With --time-field: how far ahead of the wall clock a record's time may be.
+    pub(super) ahead: Ahead,
     /// This shard's records of the chunk being decided, and scratch space for lookups.
     pub(super) mine: Vec<usize>,
     pub(super) hits: Vec<bool>,
@@ -117,16 +119,16 @@ impl Shard {
                 let period = period.as_nanos() as u64;
                 let g = u64::from(filter.generations());
                 let span = period.saturating_mul(g - 1);
-                // A record dated past the wall clock by more than the window would forget
-                // every key and hold the clock there: refused.
-                let latest = (now().as_nanos() as u64).saturating_add(span);
+                // A record dated past the wall clock by more than the tolerance: refused, or
+                // held there (`--future`).
+                let wall = now().as_nanos() as u64;
                 let mut refused = None;
                 for (at, &i) in mine.iter().enumerate() {
                     if self
-                        .advance(work.times[i], latest, span, &mut decided)
+                        .advance(work.times[i], wall, span, &mut decided)
                         .is_none()
                     {
-                        decided.failed = Some((i, TOO_LATE.to_string()));
+                        decided.failed = Some((i, self.ahead.too_far(work.times[i], wall)));
                         refused = Some(at);
                         break;
                     }
@@ -239,7 +241,7 @@ impl Shard {
                     // never back, as the local window's; one batch per run of records in one
                     // period (one a chunk but where a period ends), sent with the clock at
                     // its latest record's time.
-                    let latest = (now().as_nanos() as u64).saturating_add(span);
+                    let wall = now().as_nanos() as u64;
                     self.batch.clear();
                     // The batch's first record, and the time it is sent at.
                     let mut open: Option<(usize, u64)> = None;
@@ -258,13 +260,14 @@ impl Shard {
                     };
                     for i in mine {
                         if self
-                            .advance(work.times[i], latest, span, &mut decided)
+                            .advance(work.times[i], wall, span, &mut decided)
                             .is_none()
                         {
                             if send(&mut self.batch, open.take(), &mut decided) {
-                                decided.failed = Some((i, TOO_LATE.to_string()));
+                                let why = self.ahead.too_far(work.times[i], wall);
                                 // No later chunk sends keys of records not written.
-                                f.fail(TOO_LATE);
+                                f.fail(&why);
+                                decided.failed = Some((i, why));
                             }
                             break;
                         }
@@ -312,12 +315,11 @@ impl Shard {
                 if !*from_records {
                     tick(wall, self);
                 }
-                let latest = wall.saturating_add(span);
                 for i in mine {
                     if *from_records {
-                        match self.advance(work.times[i], latest, span, &mut decided) {
+                        match self.advance(work.times[i], wall, span, &mut decided) {
                             None => {
-                                decided.failed = Some((i, TOO_LATE.to_string()));
+                                decided.failed = Some((i, self.ahead.too_far(work.times[i], wall)));
                                 break;
                             }
                             Some(true) => tick(self.time, self),
@@ -333,18 +335,26 @@ impl Shard {
 
     /// Moves the records' clock to `t`, never back: `Some(true)` when it moved on,
     /// `Some(false)` for a record older than the clock (counted late, and very late when older
-    /// by more than `span`, the window), `None` for a time past `latest` (refused: it would
-    /// forget every key, and hold the clock there).
+    /// by more than `span`, the window). A time more than the tolerance after `wall` (the wall
+    /// clock) is held at the tolerance with `--future clamp` (and counted), else refused
+    /// (`None`): it would move the clock ahead of the present, whose keys the window would then
+    /// forget early.
     pub(super) fn advance(
         &mut self,
         t: u64,
-        latest: u64,
+        wall: u64,
         span: u64,
         decided: &mut Decided,
     ) -> Option<bool> {
-        if t > latest {
+        let latest = wall.saturating_add(self.ahead.tolerance);
+        let t = if t <= latest {
+            t
+        } else if self.ahead.clamp {
+            decided.clamped += 1;
+            latest
+        } else {
             return None;
-        }
+        };
         if t >= self.time {
             self.time = t;
             return Some(true);
@@ -424,9 +434,28 @@ pub(super) fn bucket(map: &seen::OverwriteMap, hash: Hash128) -> u64 {
     ((u128::from(hash.h1) * map.buckets() as u128) >> 64) as u64
 }
 
-/// Why a record dated past the wall clock by more than the window is refused.
-pub(super) const TOO_LATE: &str = "its time is more than --window after the wall clock (it would forget \
-                        every key, and hold the clock there)";
+/// With `--time-field`: how far a record's time may run ahead of the wall clock
+/// (`--future-tolerance`, in nanoseconds), and whether a record past that is held there
+/// (`--future clamp`) rather than refused.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Ahead {
+    pub(super) tolerance: u64,
+    pub(super) clamp: bool,
+}
+
+impl Ahead {
+    /// Why a record dated `t` is refused, the wall clock at `wall`.
+    pub(super) fn too_far(self, t: u64, wall: u64) -> String {
+        let ahead = Duration::from_nanos(t.saturating_sub(wall));
+        format!(
+            "its time is {} after the wall clock, more than --future-tolerance {} (it would \
+             move the window's clock ahead of the present, which the window would then forget \
+             early): --future clamp decides such records at the wall clock plus the tolerance",
+            crate::units::format_approximate(ahead),
+            crate::units::format_duration(Duration::from_nanos(self.tolerance))
+        )
+    }
+}
 
 /// Set when the run is ending: the shards decide no more chunks (their keys could not be
 /// committed).

@@ -26,7 +26,7 @@ pub(super) fn set_save(to: u8) {
     *SAVE.lock().unwrap_or_else(PoisonError::into_inner) = to;
 }
 
-/// The signals after the first that were not the first delivered twice.
+/// The signals after the first that were not the first delivered twice, handled so far.
 pub(super) static AGAIN: AtomicU8 = AtomicU8::new(0);
 
 /// A signal this soon after the first is the same one delivered twice (GNU `timeout` sends
@@ -34,91 +34,95 @@ pub(super) static AGAIN: AtomicU8 = AtomicU8::new(0);
 pub(super) const SAME_SIGNAL: Duration = Duration::from_millis(250);
 
 /// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
-/// pipeline's writer, or here between two chunks of a one-thread run), with the state saved
-/// ([`interrupted`]). A second signal (at least [`SAME_SIGNAL`] after the first) ends the run
-/// at once, and its status says what the state file holds:
+/// pipeline's writer, or between two chunks of a one-thread run: by its loop, or here if the
+/// loop waits for input), with the state saved ([`interrupted`]), and exits with status 130,
+/// also when the signal came during the final save of a run that reached the end of its input
+/// ([`Sequencer::finish`]). A second signal (at least [`SAME_SIGNAL`] after the first) ends the
+/// run at once, and its status says what the state file holds:
 ///
-/// - no `--state`, or saved: 130, as for one signal;
+/// - no `--state`: 130, as for one signal;
 /// - the save not begun: 2, with a line saying that the state file keeps its previous save,
 ///   without this run's records (the next run prints them again);
-/// - the save under way: it is waited for (a line says so), then 130 (or 2 if it failed); a
-///   third signal stops at once, with status 2 and a line saying that the file holds the
-///   previous save or this run's, whole (a save is renamed into place in one step; the
-///   temporary file a stopped save leaves is removed by the next save).
+/// - the save under way: a line says that it ends in a moment, and the run exits once it is
+///   done, with 130 (or 2 if it failed); a third signal stops at once, with status 2 and a line
+///   saying that the file holds the previous save or this run's, whole (a save is renamed into
+///   place in one step; the temporary file a stopped save leaves is removed by the next save);
+/// - the save done (or failed): the run ends with its own status a moment later.
 pub(super) fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
-    static FIRST: OnceLock<Instant> = OnceLock::new();
     let installed = ctrlc::set_handler(move || {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            if FIRST.get().is_some_and(|at| at.elapsed() < SAME_SIGNAL) {
-                return;
-            }
-            if AGAIN.fetch_add(1, Ordering::SeqCst) > 0 {
-                say!(
-                    "seen: interrupted during the save of --state: the file holds its previous \
-                     save or this run's, whole"
-                );
-                std::process::exit(2);
-            }
-            // Held to the exit: the save does not begin meanwhile.
-            let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
-            match *save {
-                _ if !state => std::process::exit(INTERRUPTED_STATUS),
-                SAVED => std::process::exit(INTERRUPTED_STATUS),
-                SAVING => {
-                    drop(save);
-                    say!(
-                        "seen: saving --state, which ends in a moment (a third signal stops \
-                         without waiting)"
-                    );
-                    let wait = || {
-                        loop {
-                            std::thread::sleep(Duration::from_millis(10));
-                            match *SAVE.lock().unwrap_or_else(PoisonError::into_inner) {
-                                SAVED => std::process::exit(INTERRUPTED_STATUS),
-                                // The run reports why, and exits 2.
-                                FAILED => return,
-                                _ => {}
-                            }
-                        }
-                    };
-                    // On another thread, so that the handler returns to see a third signal
-                    // (here, if the system gives no thread).
-                    if std::thread::Builder::new().spawn(wait).is_err() {
-                        wait();
-                    }
-                }
-                _ => {
-                    say!(
-                        "seen: interrupted again before --state was saved: it keeps its \
-                         previous save, without the records printed by this run (the next run \
-                         prints them again)"
-                    );
-                    std::process::exit(2);
-                }
-            }
-            return;
-        }
-        let _ = FIRST.set(Instant::now());
-        let sequencer = Arc::clone(&sequencer);
-        // The handler must return to see a second signal: finish on another thread (here,
-        // if the system gives no thread).
-        let end = |sequencer: Arc<Mutex<Sequencer>>| {
-            let mut s = lock(&sequencer);
-            if !s.pipeline {
-                interrupted(&mut s);
-            }
-        };
-        let other = Arc::clone(&sequencer);
-        if std::thread::Builder::new()
-            .spawn(move || end(other))
-            .is_err()
-        {
-            end(Arc::clone(&sequencer));
-        }
+        handle(&sequencer, state);
+        // Handled (a test sends the next signal only now: two sent before would be one).
+        failpoint!("signal");
     });
     // Without a handler (another one is installed), a signal ends the process as usual: the
     // state file keeps its last save.
     let _ = installed;
+}
+
+/// One SIGINT or SIGTERM (see [`on_interrupt`]).
+fn handle(sequencer: &Arc<Mutex<Sequencer>>, state: bool) {
+    static FIRST: OnceLock<Instant> = OnceLock::new();
+    if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        if FIRST.get().is_none_or(|at| at.elapsed() >= same_signal()) {
+            again(state);
+        }
+        return;
+    }
+    let _ = FIRST.set(Instant::now());
+    // The handler must return to see a second signal: finish on another thread (here, if the
+    // system gives no thread).
+    let end = |sequencer: Arc<Mutex<Sequencer>>| {
+        let mut s = lock(&sequencer);
+        if !s.pipeline {
+            interrupted(&mut s);
+        }
+    };
+    let other = Arc::clone(sequencer);
+    if std::thread::Builder::new()
+        .spawn(move || end(other))
+        .is_err()
+    {
+        end(Arc::clone(sequencer));
+    }
+}
+
+/// A signal after the first, not the first delivered twice (see [`on_interrupt`]).
+fn again(state: bool) {
+    let earlier = AGAIN.fetch_add(1, Ordering::SeqCst);
+    // Held to the exit: the save does not begin meanwhile, so the line printed is true.
+    let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
+    match *save {
+        _ if !state => std::process::exit(INTERRUPTED_STATUS),
+        // The run exits with 130 once the save is done, or says why it failed.
+        SAVING if earlier == 0 => say!(
+            "seen: saving --state, which ends in a moment (a third signal stops without \
+             waiting)"
+        ),
+        SAVING => {
+            say!(
+                "seen: interrupted during the save of --state: the file holds its previous \
+                 save or this run's, whole"
+            );
+            std::process::exit(2);
+        }
+        SAVED | FAILED => {}
+        _ => {
+            say!(
+                "seen: interrupted again before --state was saved: it keeps its previous save, \
+                 without the records printed by this run (the next run prints them again)"
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// [`SAME_SIGNAL`], or what a test set (`failpoints.rs`).
+fn same_signal() -> Duration {
+    #[cfg(feature = "failpoints")]
+    if let Some(ms) = crate::failpoints::same_signal() {
+        return ms;
+    }
+    SAME_SIGNAL
 }
 
 /// Ends an interrupted run: the records decided are written, the state saved, then the
@@ -134,8 +138,5 @@ pub(super) fn interrupted(s: &mut Sequencer) {
             2
         }
     };
-    if status == INTERRUPTED_STATUS {
-        say!("seen: interrupted after {} records", s.records);
-    }
     std::process::exit(status);
 }

@@ -51,6 +51,8 @@ pub(super) struct Decided {
     /// those the ones more than the window older.
     pub(super) late: u64,
     pub(super) very_late: u64,
+    /// With --future clamp: the records dated past the tolerance, held there.
+    pub(super) clamped: u64,
 }
 
 impl Work {

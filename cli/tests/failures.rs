@@ -1,0 +1,230 @@
+//! Runs that fail after printing records keep the work done: with `--state`, the keys of the
+//! records written are saved (or a line says which are not, and why), so that a rerun neither
+//! prints them again nor fails at the same place having done nothing. And an output that
+//! cannot take the records (closed, full) is an error, never a silent loss.
+#![cfg(unix)]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+mod common;
+
+use common::{scratch, seen, wait_with_deadline};
+
+/// `n` distinct lines of 13 bytes: `line-0000000\n`, ...
+fn distinct(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| format!("line-{i:07}\n").into_bytes())
+        .collect()
+}
+
+fn lines(bytes: &[u8]) -> Vec<&[u8]> {
+    bytes.split_inclusive(|&b| b == b'\n').collect()
+}
+
+/// A growing filter that reaches the end of its layers (an accepted `--fpr 1e-13` ends them at
+/// 127 times the capacity) fails at a record, exit status 2; the state is saved with the keys
+/// of the records written that the filter took, and a line names how many it did not. The next
+/// run over the same input prints none of the records whose keys were saved.
+#[test]
+fn a_filter_that_cannot_grow_saves_the_keys_it_took() {
+    let dir = scratch("cannot-grow");
+    let input = distinct(20_000);
+    for threads in ["1", "2"] {
+        let state = dir.join(format!("st-{threads}"));
+        let args = [
+            "dedup",
+            "--capacity",
+            "100",
+            "--fpr",
+            "1e-13",
+            "--threads",
+            threads,
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        let first = seen(&args, &input);
+        let err = String::from_utf8_lossy(&first.stderr);
+        assert_eq!(first.status.code(), Some(2), "--threads {threads}: {err}");
+        let printed = lines(&first.stdout);
+        assert!(!printed.is_empty(), "--threads {threads}: {err}");
+        assert!(
+            first.stdout == input[..first.stdout.len()],
+            "--threads {threads}: not the first lines of the input"
+        );
+        // "the state ... is saved without the keys of N of the records written".
+        let unsaved: usize = err
+            .split("without the keys of ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("--threads {threads}: no count of keys not saved: {err}"));
+        assert!(unsaved < printed.len(), "--threads {threads}: {err}");
+        let second = seen(&args, &input);
+        let again: std::collections::HashSet<&[u8]> = lines(&second.stdout).into_iter().collect();
+        let repeated = printed.iter().filter(|l| again.contains(*l)).count();
+        assert!(
+            repeated <= unsaved,
+            "--threads {threads}: the next run printed {repeated} of the {} records printed \
+             before, of which only {unsaved} were not saved: {err}",
+            printed.len()
+        );
+        if threads == "1" {
+            // One shard: the keys not saved are the last ones written, and the next run
+            // starts with the first of them.
+            let resumed = String::from_utf8_lossy(lines(&second.stdout)[0]);
+            let first_unsaved = String::from_utf8_lossy(printed[printed.len() - unsaved]);
+            assert_eq!(resumed, first_unsaved, "{err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An output device that fills up part way (here a file past `ulimit -f`, SIGXFSZ ignored: the
+/// write that crosses the limit is cut short, the next fails with EFBIG, as on a full disk) is
+/// an error, exit status 2, and the state holds the keys of the records written whole: the next
+/// run prints exactly the rest. A device full from the start (`/dev/full`): nothing written,
+/// the next run prints everything.
+#[test]
+fn a_full_output_saves_the_keys_of_the_records_written() {
+    let dir = scratch("full-output");
+    // 2.6 MB of output against a limit of 1 MiB (2,048 blocks of 512 bytes, as POSIX shells
+    // count them), which the state (a fixed filter for 150,000 keys at 1e-6: 545 KB) stays
+    // under: the limit is the process's, for every file it writes.
+    let input = distinct(200_000);
+    for threads in ["1", "2"] {
+        let state = dir.join(format!("st-{threads}"));
+        let out_path = dir.join(format!("out-{threads}"));
+        let args = [
+            "dedup",
+            "--fixed",
+            "--capacity",
+            "150000",
+            "--fpr",
+            "1e-6",
+            "--threads",
+            threads,
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        let out = std::fs::File::create(&out_path).unwrap();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("trap '' XFSZ && ulimit -f 2048 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_seen"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = {
+            let input = input.clone();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            })
+        };
+        let first = wait_with_deadline(child, "a full output");
+        feed.join().unwrap();
+        let err = String::from_utf8_lossy(&first.stderr);
+        assert_eq!(first.status.code(), Some(2), "--threads {threads}: {err}");
+        assert!(
+            err.contains("cannot write the output: File too large"),
+            "--threads {threads}: {err}"
+        );
+        let written = std::fs::read(&out_path).unwrap();
+        assert_eq!(written.len(), 1 << 20, "--threads {threads}: {err}");
+        assert!(
+            written == input[..written.len()],
+            "--threads {threads}: not the first lines of the input"
+        );
+        let whole = written.len() - written.len() % 13;
+        let second = seen(&args, &input);
+        assert!(second.status.success(), "--threads {threads}");
+        assert!(
+            second.stdout == input[whole..],
+            "--threads {threads}: {} bytes written, {whole} of them whole lines; the next run \
+             printed {} bytes, from {:?}: it must print the lines not written whole, only",
+            written.len(),
+            second.stdout.len(),
+            String::from_utf8_lossy(lines(&second.stdout).first().copied().unwrap_or(b""))
+        );
+        // /dev/full: every write fails.
+        let _ = std::fs::remove_file(&state);
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut run = common::command(&args);
+        run.stdout(full);
+        let mut child = run.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = {
+            let input = input.clone();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            })
+        };
+        let first = wait_with_deadline(child, "/dev/full");
+        feed.join().unwrap();
+        let err = String::from_utf8_lossy(&first.stderr);
+        assert_eq!(first.status.code(), Some(2), "--threads {threads}: {err}");
+        assert!(
+            err.contains("cannot write the output: No space left on device"),
+            "--threads {threads}: {err}"
+        );
+        assert!(
+            seen(&args, &input).stdout == input,
+            "--threads {threads}: nothing was written, all is printed next"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A closed standard output (`seen dedup ... >&-`; the standard library gives the process
+/// /dev/null in its place) is an error before anything is read, exit status 2, and the state
+/// is left alone: the records are not discarded as if written. `> /dev/null` still discards
+/// them on purpose.
+#[test]
+fn a_closed_standard_output_is_an_error_not_a_silent_loss() {
+    let dir = scratch("closed-stdout");
+    let state = dir.join("st");
+    let args = [
+        "dedup",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" >&-")
+        .arg(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(b"a\nb\n");
+    let out = wait_with_deadline(child, ">&-");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("standard output is closed"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!state.exists(), "the state was written");
+    // On purpose: `> /dev/null`.
+    let mut run = common::command(&args);
+    run.stdout(Stdio::null());
+    let mut child = run.spawn().unwrap();
+    let _ = child.stdin.take().unwrap().write_all(b"a\nb\n");
+    let out = wait_with_deadline(child, "> /dev/null");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

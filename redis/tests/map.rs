@@ -187,7 +187,7 @@ fn racing_claims_of_new_items_give_each_to_exactly_one_process() {
     let workers =
         Workers::spawn((0..4).map(|_| server::worker("claim_worker_process", &redis.url())));
     // Every worker blocks on its start token once it has opened the map; they get them at once.
-    server::start_when_ready(&mut redis.client(), "test", workers.len());
+    server::start_when_ready(&redis, "test", workers.len());
     let mut all = Vec::new();
     for out in workers.outputs() {
         assert!(out.status.success(), "a worker failed: {}", out.status);

@@ -172,7 +172,7 @@ fn race_processes(redis: &RedisServer, name: &str, role: &str, keys: usize) -> V
         },
     ));
     // Start them together (each blocks on a start token once it has opened the structure).
-    server::start_when_ready(&mut redis.client(), name, workers.len());
+    server::start_when_ready(redis, name, workers.len());
     let mut counts = vec![0u32; keys];
     for out in workers.outputs() {
         for line in lines(out, "NEW ") {

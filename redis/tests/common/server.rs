@@ -476,26 +476,29 @@ pub fn ready_then_wait_for_go(conn: &mut redis::Connection, key: &str) {
 }
 
 /// The parent's side of a start signal for `workers` processes running
-/// [`ready_then_wait_for_go`] on `key`: takes one ready token per worker (each `BLPOP` waiting
-/// at most [`START_LIMIT`]: failing the test, whose [`Workers`] are then killed), then pushes
-/// one start token per worker in one command. The server hands the tokens to the waiting
-/// workers in one pass, so they start together, each once every one has opened the structure.
-pub fn start_when_ready(conn: &mut redis::Connection, key: &str, workers: usize) {
+/// [`ready_then_wait_for_go`] on `key` against `server`: takes one ready token per worker (each
+/// `BLPOP` waiting at most [`START_LIMIT`]: failing the test, whose [`Workers`] are then
+/// killed), waits until every worker is parked in its `BLPOP` for a start token, then pushes
+/// one start token per worker in one command: the server hands them to the parked workers in
+/// one pass, so that they start together.
+pub fn start_when_ready(server: &RedisServer, key: &str, workers: usize) {
+    let mut conn = server.client();
     for ready in 0..workers {
         let token: Option<(String, String)> = redis::cmd("BLPOP")
             .arg(format!("{key}:ready"))
             .arg(START_LIMIT.as_secs())
-            .query(conn)
+            .query(&mut conn)
             .unwrap();
         assert!(
             token.is_some(),
             "{ready} of {workers} workers ready after {START_LIMIT:?}"
         );
     }
+    server.wait_blocked(workers, "every worker to wait for its start token");
     let _: u64 = redis::cmd("RPUSH")
         .arg(format!("{key}:go"))
         .arg(vec![1; workers])
-        .query(conn)
+        .query(&mut conn)
         .unwrap();
 }
 

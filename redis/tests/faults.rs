@@ -8,12 +8,17 @@ mod items;
 #[path = "common/server.rs"]
 mod server;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen_redis::{Error, Server, SharedBloomFilter};
 use server::RedisServer;
+
+/// How long a test waits for a batch on a quiet server to return before failing (a watchdog,
+/// far above what a batch takes on a loaded machine).
+const ACK_LIMIT: Duration = Duration::from_secs(60);
 
 /// The server dies while a batch waits for its write round (held by `CLIENT PAUSE WRITE`
 /// after its read round, so the kill is certainly mid-batch): the batch fails with
@@ -40,13 +45,7 @@ fn a_server_killed_mid_batch_fails_the_batch_and_keeps_every_acknowledged_insert
     let acked = keys("acked", 5000);
     assert_eq!(count_new(&filter, &acked).unwrap(), acked.len());
 
-    let mut client = redis.client();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(60_000)
-        .arg("WRITE")
-        .query(&mut client)
-        .unwrap();
+    redis.pause_writes();
     let interrupted = keys("interrupted", 5000);
     let batch = {
         let (filter, interrupted) = (filter.clone(), interrupted.clone());
@@ -56,17 +55,8 @@ fn a_server_killed_mid_batch_fails_the_batch_and_keeps_every_acknowledged_insert
             (result, new)
         })
     };
-    // The batch's read ran; its write waits in the pause.
-    server::wait_for(
-        || {
-            let info: String = redis::cmd("INFO")
-                .arg("clients")
-                .query(&mut client)
-                .unwrap();
-            info.contains("blocked_clients:1")
-        },
-        "the batch's write to be held by the pause",
-    );
+    // The batch's read ran; its write waits in the pause (an hour: only the kill ends it).
+    redis.wait_blocked(1, "the batch's write to be held by the pause");
     redis.kill();
     let (result, new) = batch.join().unwrap();
     match result {
@@ -99,9 +89,11 @@ fn a_server_killed_mid_batch_fails_the_batch_and_keeps_every_acknowledged_insert
     assert_eq!(count_new(&filter, &interrupted).unwrap(), interrupted.len());
 }
 
-/// A server SIGKILLed at an arbitrary moment of a stream of batches (AOF, `appendfsync
-/// always`), then restarted: every batch that returned is there, and the loop's last call
-/// failed with an unknown outcome.
+/// A server SIGKILLed in the middle of a stream of batches (AOF, `appendfsync always`), then
+/// restarted: every batch that returned is there, and the loop's last call failed with an
+/// unknown outcome. The kill is certainly mid-batch: once five batches have returned, the
+/// server holds writes (`CLIENT PAUSE WRITE`) and is killed once the stream's next write is
+/// held, after its read ran.
 #[test]
 fn a_server_killed_during_a_stream_of_batches_keeps_every_acknowledged_one_with_aof() {
     let mut redis = RedisServer::start_with(&[
@@ -119,31 +111,39 @@ fn a_server_killed_during_a_stream_of_batches_keeps_every_acknowledged_one_with_
             .create(&server)
             .unwrap(),
     );
-    let acked = Arc::new(Mutex::new(0usize));
+    // The inserter sends each batch's number once it has returned.
+    let (acks, acked) = mpsc::channel();
     let inserter = {
-        let (filter, acked) = (filter.clone(), acked.clone());
+        let filter = filter.clone();
         std::thread::spawn(move || {
             for b in 0.. {
                 if let Err(err) = count_new(&filter, &keys(&format!("s{b}"), 2000)) {
-                    return err;
+                    return (b, err);
                 }
-                *acked.lock().unwrap() = b + 1;
+                acks.send(b).unwrap();
             }
             unreachable!()
         })
     };
-    server::wait_for(|| *acked.lock().unwrap() >= 5, "five acknowledged batches");
+    for b in 0..5 {
+        let got = acked.recv_timeout(ACK_LIMIT).expect("a batch returns");
+        assert_eq!(got, b);
+    }
+    redis.pause_writes();
+    redis.wait_blocked(1, "a batch's write to be held by the pause");
     redis.kill();
-    let err = inserter.join().unwrap();
+    let (failed, err) = inserter.join().unwrap();
     assert!(err.is_unknown_outcome(), "{err:?}");
-    let acked = *acked.lock().unwrap();
+    // Every batch before the failed one returned, and no other.
+    let acked: Vec<usize> = (0..5).chain(acked.try_iter()).collect();
+    assert_eq!(acked, (0..failed).collect::<Vec<_>>());
     redis.restart();
-    for b in 0..acked {
+    for b in 0..failed {
         let batch = keys(&format!("s{b}"), 2000);
         assert_eq!(
             count_hits(&filter, &batch).unwrap(),
             batch.len(),
-            "batch {b} of {acked} lost"
+            "batch {b} of {failed} lost"
         );
     }
 }

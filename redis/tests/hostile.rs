@@ -118,17 +118,8 @@ fn a_shard_lost_between_an_inserts_read_and_write_answers_nothing() {
     assert_eq!(count_new(&filter, &before).unwrap(), 1_000);
     let shard = filter.keys()[0].clone();
 
-    let mut control = redis.client();
-    let blocked = |conn: &mut redis::Connection, n: usize| {
-        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-        info.contains(&format!("blocked_clients:{n}\r"))
-    };
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(60_000)
-        .arg("WRITE")
-        .query(&mut control)
-        .unwrap();
+    // An hour's pause: it ends with the UNPAUSE below, never by itself during the waits.
+    redis.pause_writes();
     let deleter = {
         let mut conn = redis.client();
         let shard = shard.clone();
@@ -136,16 +127,13 @@ fn a_shard_lost_between_an_inserts_read_and_write_answers_nothing() {
             let _: i64 = redis::cmd("DEL").arg(&shard).query(&mut conn).unwrap();
         })
     };
-    server::wait_for(|| blocked(&mut control, 1), "the DEL to be held");
+    redis.wait_blocked(1, "the DEL to be held");
     let insert = {
         let filter = filter.clone();
         std::thread::spawn(move || filter.insert("during"))
     };
-    server::wait_for(|| blocked(&mut control, 2), "the insert's write to be held");
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut control)
-        .unwrap();
+    redis.wait_blocked(2, "the insert's write to be held");
+    redis.unpause();
     deleter.join().unwrap();
     match insert.join().unwrap() {
         Err(Error::Missing { key, .. } | Error::Corrupt { key, .. }) => assert_eq!(key, shard),
@@ -421,17 +409,21 @@ fn empty_and_huge_batches_answer_as_one_by_one_inserts() {
     );
 }
 
-/// A server that holds writes for longer than the timeout (`CLIENT PAUSE WRITE`, as a
-/// failover does): the blocking and the async insert and the claim fail with an unknown
-/// outcome instead of hanging or answering, and once the server answers again, the same
-/// handles work on fresh connections, where no late reply of a timed-out request is read as
-/// another's (the item is then found, or new once).
+/// The timeout of the handles that meet a paused server: each round of the test below waits
+/// it out once. Long enough that no request to a server that answers (the open before the
+/// pause, the calls after it) waits that long on a loaded machine.
+const SHORT: Duration = Duration::from_secs(3);
+
+/// A server that holds writes for longer than the timeout (`CLIENT PAUSE WRITE` for an hour,
+/// as a failover does, ended by `UNPAUSE`): the blocking and the async insert and the claim
+/// fail with an unknown outcome instead of hanging or answering, and once the server answers
+/// again, the same handles work on fresh connections, where no late reply of a timed-out
+/// request is read as another's (the item is then found, or new once). Only the handles that
+/// meet the pause have the short timeout; the setup and the checks use the default one.
 #[test]
 fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_again() {
     let redis = RedisServer::start();
-    let server = Server::open(&redis.url())
-        .unwrap()
-        .with_timeout(Duration::from_millis(300));
+    let server = Server::open(&redis.url()).unwrap();
     let filter = SharedBloomFilter::builder("sleepy", 10_000)
         .create(&server)
         .unwrap();
@@ -439,45 +431,52 @@ fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_a
         .create(&server)
         .unwrap();
     assert!(filter.insert("warm").unwrap());
+    let short = Server::open(&redis.url()).unwrap().with_timeout(SHORT);
+    let held_filter = SharedBloomFilter::open(&short, "sleepy").unwrap();
+    let held_map = SharedOverwriteMap::open(&short, "sleepy-map").unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let mut control = redis.client();
     for round in 0..2 {
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(60_000)
-            .arg("WRITE")
-            .query(&mut control)
-            .unwrap();
+        redis.pause_writes();
         let item = format!("asleep-{round}");
-        let result = if round == 0 {
-            filter.insert(item.as_str())
-        } else {
-            runtime.block_on(filter.insert_async(item.as_str()))
-        };
-        match result {
-            Err(err) => assert!(err.is_unknown_outcome(), "{err:?}"),
-            Ok(new) => panic!("an insert to a paused server answered {new}"),
+        // The insert (blocking, then async) and the claim at once: each waits out its timeout
+        // (the pause outlasts them all). A blocking request waits once per command of its
+        // pipeline that the pause holds: twice for the insert's write.
+        let results = std::thread::scope(|s| {
+            let item = item.as_str();
+            let (held_filter, held_map, runtime) = (&held_filter, &held_map, &runtime);
+            let insert = if round == 0 {
+                ("insert", s.spawn(move || held_filter.insert(item)))
+            } else {
+                (
+                    "async insert",
+                    s.spawn(move || runtime.block_on(held_filter.insert_async(item))),
+                )
+            };
+            let claim = (
+                "claim",
+                s.spawn(move || held_map.claim(item).map(|c| c.is_some())),
+            );
+            [insert, claim].map(|(what, thread)| (what, thread.join().unwrap()))
+        });
+        for (what, result) in results {
+            match result {
+                Err(err) => assert!(err.is_unknown_outcome(), "{what}: {err:?}"),
+                Ok(answer) => panic!("{what} on a paused server answered {answer}"),
+            }
         }
-        let claim = map.claim(&item);
-        assert!(
-            matches!(&claim, Err(e) if e.is_unknown_outcome()),
-            "a claim on a paused server answered {claim:?}"
-        );
-        drop(claim);
-        let _: () = redis::cmd("CLIENT")
-            .arg("UNPAUSE")
-            .query(&mut control)
-            .unwrap();
-        // Unpaused: answers again, consistent with whatever the timed-out write did.
-        // (The timed-out write may have run: this insert may or may not be new.)
+        redis.unpause();
+        // Unpaused: answers again, consistent with whatever the timed-out writes did (those
+        // still connected ran before the UNPAUSE's reply: the item may or may not be new).
         filter.insert(item.as_str()).unwrap();
         assert!(!filter.insert(item.as_str()).unwrap());
         assert!(filter.contains("warm").unwrap());
-        assert!(!runtime.block_on(filter.insert_async("warm")).unwrap());
-        let claimed = map.claim(&item).unwrap();
+        // The handles that timed out answer again, each reply its own request's.
+        assert!(!runtime.block_on(held_filter.insert_async("warm")).unwrap());
+        assert!(!held_filter.insert(item.as_str()).unwrap());
+        let claimed = held_map.claim(&item).unwrap();
         assert!(map.contains(&item).unwrap());
         if let Some(claim) = claimed {
             claim.commit();

@@ -5,13 +5,11 @@
 mod server;
 
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use seen::hash::{Hash128, ItemHasher};
 use seen::{MapSlot, OverwriteMap};
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap};
-use server::{RedisCluster, RedisServer};
+use server::{RedisCluster, RedisServer, Workers};
 
 /// A fixed-seed generator (splitmix64), so that a failure replays.
 fn rng(mut state: u64) -> impl FnMut() -> u64 {
@@ -153,34 +151,19 @@ fn racing_claims_of_new_items_give_each_to_exactly_one_thread() {
     assert_claimed_once(claimed.concat(), &items);
 }
 
-const WORKER_URL: &str = "SEEN_MAP_TEST_WORKER_URL";
-
 /// The body of one worker process of
 /// `racing_claims_of_new_items_give_each_to_exactly_one_process` (run by it, not on its own).
 #[test]
 #[ignore = "a worker the multi-process test starts"]
 fn claim_worker_process() {
-    let Some(url) = std::env::var_os(WORKER_URL) else {
+    let Ok(url) = std::env::var(server::WORKER) else {
         return;
     };
-    let server = Server::open(url.to_str().unwrap()).unwrap();
+    let server = Server::open(&url).unwrap();
     let map = SharedOverwriteMap::open(&server, "processes").unwrap();
     let items = distinct_slots(&map, 2_000);
-    let mut client = redis::Client::open(url.to_str().unwrap())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: i64 = redis::cmd("INCR")
-        .arg("test:ready")
-        .query(&mut client)
-        .unwrap();
-    wait_for(Duration::from_secs(60), "the start signal", || {
-        redis::cmd("EXISTS")
-            .arg("test:go")
-            .query::<i64>(&mut client)
-            .unwrap()
-            == 1
-    });
+    let mut client = redis::Client::open(url).unwrap().get_connection().unwrap();
+    server::ready_then_wait_for_go(&mut client, "test");
     let mut mine = Vec::new();
     // Every process in the same order, from the same signal: they race for each item.
     for &item in &items {
@@ -201,40 +184,12 @@ fn racing_claims_of_new_items_give_each_to_exactly_one_process() {
         .shards(2)
         .create(&server)
         .unwrap();
-    let workers = 4;
-    let children: Vec<_> = (0..workers)
-        .map(|_| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "claim_worker_process",
-                    "--include-ignored",
-                    "--nocapture",
-                ])
-                .args(["--test-threads", "1"])
-                .env(WORKER_URL, redis.url())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut client = redis.client();
-    wait_for(Duration::from_secs(120), "every worker to be ready", || {
-        redis::cmd("GET")
-            .arg("test:ready")
-            .query::<Option<i64>>(&mut client)
-            .unwrap()
-            == Some(workers)
-    });
-    let _: () = redis::cmd("SET")
-        .arg("test:go")
-        .arg(1)
-        .query(&mut client)
-        .unwrap();
+    let workers =
+        Workers::spawn((0..4).map(|_| server::worker("claim_worker_process", &redis.url())));
+    // Every worker blocks on its start token once it has opened the map; they get them at once.
+    server::start_when_ready(&redis, "test", workers.len());
     let mut all = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
+    for out in workers.outputs() {
         assert!(out.status.success(), "a worker failed: {}", out.status);
         let stdout = String::from_utf8(out.stdout).unwrap();
         let line = stdout
@@ -266,15 +221,6 @@ fn assert_claimed_once(claimed: Vec<u64>, items: &[u64]) {
         &wrong[..wrong.len().min(5)]
     );
     assert_eq!(times.len(), items.len(), "claims of items never offered");
-}
-
-/// Polls `done` until it holds, failing after `limit`.
-fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

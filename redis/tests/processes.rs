@@ -8,13 +8,13 @@
 mod server;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::Child;
+use std::process::{Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use seen::{AtomicBloomFilter, Layout};
 use seen_redis::{Server, SharedBloomFilter, SharedWindowedFilter};
-use server::{RedisServer, WORKER};
+use server::{RedisServer, WORKER, Workers};
 
 /// How long the parent waits for a worker's line before failing (a loaded CI machine).
 const LINE_LIMIT: Duration = Duration::from_secs(60);
@@ -46,12 +46,17 @@ fn worker() {
         "insert" => race(&args, &mut out, |keys, new| {
             filter.insert_many(keys.iter().copied(), new).unwrap();
         }),
-        // loop|url|name|batch: insert batches of new keys until killed, printing (and
-        // flushing) `ACK b` once batch `b` has returned.
+        // loop|url|name|batch: insert batches of new keys, batch `b` once a line has come on
+        // standard input for it (the parent decides when each batch starts), printing (and
+        // flushing) `ACK b` once it has returned; until killed, or the end of the input.
         "loop" => {
             let batch: usize = args[3].parse().unwrap();
             let mut new = Vec::new();
+            let mut input = std::io::stdin().lines();
             for b in 0.. {
+                if input.next().is_none() {
+                    break;
+                }
                 let keys: Vec<String> = (0..batch).map(|i| format!("b{b}-{i}")).collect();
                 new.clear();
                 filter
@@ -77,8 +82,8 @@ fn worker() {
     out.flush().unwrap();
 }
 
-/// The racing insert of a worker (`role|url|name|keys|order seed|batch`): waits for the start
-/// signal, inserts `race-0..keys` in the given order and batch size with `insert`, prints each
+/// The racing insert of a worker (`role|url|name|keys|order seed|batch`): waits for its start
+/// token, inserts `race-0..keys` in the given order and batch size with `insert`, prints each
 /// key this process was told is new, then `DONE`.
 fn race(args: &[&str], out: &mut impl Write, insert: impl Fn(&[&str], &mut Vec<bool>)) {
     let keys: usize = args[3].parse().unwrap();
@@ -89,19 +94,7 @@ fn race(args: &[&str], out: &mut impl Write, insert: impl Fn(&[&str], &mut Vec<b
         .unwrap()
         .get_connection()
         .unwrap();
-    let _: u64 = redis::cmd("INCR")
-        .arg(format!("ready:{}", args[2]))
-        .query(&mut client)
-        .unwrap();
-    server::wait_for(
-        || {
-            redis::cmd("EXISTS")
-                .arg(format!("go:{}", args[2]))
-                .query::<bool>(&mut client)
-                .unwrap()
-        },
-        "the start signal",
-    );
+    server::ready_then_wait_for_go(&mut client, args[2]);
     let mut new = Vec::new();
     for chunk in order.chunks(batch) {
         new.clear();
@@ -119,8 +112,7 @@ fn race(args: &[&str], out: &mut impl Write, insert: impl Fn(&[&str], &mut Vec<b
 }
 
 /// The lines a worker printed that start with `prefix`, without it; fails if it failed.
-fn lines(child: Child, prefix: &str) -> Vec<String> {
-    let out = child.wait_with_output().unwrap();
+fn lines(out: Output, prefix: &str) -> Vec<String> {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "a worker failed:\n{text}");
     text.lines()
@@ -173,42 +165,29 @@ fn processes_inserting_the_same_keys_are_told_new_exactly_once() {
 /// two shuffled, in batches of 50 and 200), all at once once each has opened it, and counts,
 /// per key, the processes that were told it is new.
 fn race_processes(redis: &RedisServer, name: &str, role: &str, keys: usize) -> Vec<u32> {
-    let workers: Vec<Child> = [(0, 1), (0, 16), (11, 50), (12, 200)]
-        .iter()
-        .map(|(seed, batch)| {
+    let workers = Workers::spawn([(0, 1), (0, 16), (11, 50), (12, 200)].iter().map(
+        |(seed, batch)| {
             let spec = format!("{role}|{}|{name}|{keys}|{seed}|{batch}", redis.url());
-            server::worker("worker", &spec).spawn().unwrap()
-        })
-        .collect();
-    // Start them together, once every one has connected and opened the structure.
-    let mut client = redis.client();
-    server::wait_for(
-        || {
-            redis::cmd("GET")
-                .arg(format!("ready:{name}"))
-                .query::<Option<usize>>(&mut client)
-                .unwrap()
-                == Some(workers.len())
+            server::worker("worker", &spec)
         },
-        "every worker to be ready",
-    );
-    let _: () = redis::cmd("SET")
-        .arg(format!("go:{name}"))
-        .arg(1)
-        .query(&mut client)
-        .unwrap();
+    ));
+    // Start them together (each blocks on a start token once it has opened the structure).
+    server::start_when_ready(redis, name, workers.len());
     let mut counts = vec![0u32; keys];
-    for child in workers {
-        for line in lines(child, "NEW ") {
+    for out in workers.outputs() {
+        for line in lines(out, "NEW ") {
             counts[line.parse::<usize>().unwrap()] += 1;
         }
     }
     counts
 }
 
-/// A client SIGKILLed while it inserts batches of 20,000 (so, almost surely, in the middle of
-/// one): every key of every batch it acknowledged is in the filter, a re-insert of them is
-/// "not new", and the server and the filter serve other clients as before.
+/// A client SIGKILLed in the middle of a batch of 20,000: every key of every batch it
+/// acknowledged is in the filter, a re-insert of them is "not new", and the server and the
+/// filter serve other clients as before. The parent lets the worker run its batches one by one
+/// (a line on its standard input each); after 3 acknowledgements it holds writes (`CLIENT
+/// PAUSE WRITE`), lets the 4th batch start, and kills the worker once that batch's write is
+/// held: exactly 3 batches were acknowledged, and the 4th is certainly torn.
 #[test]
 fn a_client_killed_mid_batch_leaves_every_acknowledged_key_in_the_filter() {
     let redis = RedisServer::start();
@@ -219,9 +198,11 @@ fn a_client_killed_mid_batch_leaves_every_acknowledged_key_in_the_filter() {
         .create(&server)
         .unwrap();
     const BATCH: usize = 20_000;
-    let mut child = server::worker("worker", &format!("loop|{}|killed|{BATCH}", redis.url()))
-        .spawn()
-        .unwrap();
+    let mut worker = server::worker("worker", &format!("loop|{}|killed|{BATCH}", redis.url()));
+    worker.stdin(Stdio::piped());
+    let mut workers = Workers::spawn([worker]);
+    let child = workers.child(0);
+    let mut input = child.stdin.take().unwrap();
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -232,18 +213,24 @@ fn a_client_killed_mid_batch_leaves_every_acknowledged_key_in_the_filter() {
             }
         }
     });
-    // Kill it once it has acknowledged 3 batches: it is then inside the 4th.
-    let mut acked = 0;
-    while acked < 3 {
-        rx.recv_timeout(LINE_LIMIT)
+    let mut next_batch = || writeln!(input, "go").and_then(|()| input.flush()).unwrap();
+    for b in 0..3 {
+        next_batch();
+        let acked = rx
+            .recv_timeout(LINE_LIMIT)
             .expect("the worker acknowledges a batch");
-        acked += 1;
+        assert_eq!(acked, b);
     }
-    child.kill().unwrap();
-    assert!(!child.wait().unwrap().success());
+    redis.pause_writes();
+    next_batch();
+    redis.wait_blocked(1, "the 4th batch's write to be held");
+    assert!(!workers.kill(0).success());
     reader.join().unwrap();
-    // Acknowledgements printed before the kill: all of them are read now.
-    acked += rx.try_iter().count();
+    // Every acknowledgement it printed is read now.
+    let acked = 3 + rx.try_iter().count();
+    // The server drops the dead client, and its held write with it, before the pause ends.
+    redis.wait_blocked(0, "the killed client to be dropped");
+    redis.unpause();
     let acked_keys: Vec<String> = (0..acked)
         .flat_map(|b| (0..BATCH).map(move |i| format!("b{b}-{i}")))
         .collect();
@@ -262,14 +249,19 @@ fn a_client_killed_mid_batch_leaves_every_acknowledged_key_in_the_filter() {
             .unwrap(),
         0
     );
-    // The batch it was killed in: finishing it from here makes every key present, each new
-    // at most once (some were written by the dead client).
+    // The kill came with the 4th batch's write held: it was not acknowledged.
+    assert_eq!(acked, 3, "a batch whose write was held was acknowledged");
+    // The batch it was killed in: its write never ran (the server dropped it with its
+    // client), so finishing it from here finds every key new (no false positive among these
+    // keys at this fill: the hashes are fixed), and leaves every key present.
     let torn: Vec<String> = (0..BATCH).map(|i| format!("b{acked}-{i}")).collect();
     new.clear();
-    let fresh = filter
-        .insert_many(torn.iter().map(String::as_str), &mut new)
-        .unwrap();
-    eprintln!("the killed batch: {} of {BATCH} keys were still new", fresh);
+    assert_eq!(
+        filter
+            .insert_many(torn.iter().map(String::as_str), &mut new)
+            .unwrap(),
+        BATCH
+    );
     hits.clear();
     assert_eq!(
         filter
@@ -300,10 +292,12 @@ fn a_second_process_opens_an_uploaded_filter_with_every_item() {
         }
         let name = format!("uploaded-{layout:?}");
         SharedBloomFilter::upload(&server, &name, &local).unwrap();
-        let child = server::worker("worker", &format!("contains|{}|{name}|5000", redis.url()))
-            .spawn()
-            .unwrap();
-        assert_eq!(lines(child, "FOUND "), ["5000"], "{layout:?}");
+        let worker = Workers::spawn([server::worker(
+            "worker",
+            &format!("contains|{}|{name}|5000", redis.url()),
+        )]);
+        let out = worker.outputs().remove(0);
+        assert_eq!(lines(out, "FOUND "), ["5000"], "{layout:?}");
     }
 }
 

@@ -5,9 +5,8 @@
 #[path = "common/server.rs"]
 mod server;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use seen::WindowedBloomFilter;
 use seen::clock::ManualClock;
@@ -24,6 +23,12 @@ fn hour(g: u64, at: f64) -> Duration {
 
 fn integer(conn: &mut redis::Connection, cmd: &str, key: &str) -> i64 {
     redis::cmd(cmd).arg(key).query(conn).unwrap()
+}
+
+/// The server's `TIME`, in milliseconds (rounded down, as the server's own expiry clock).
+fn server_millis(conn: &mut redis::Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+    secs * 1000 + micros / 1000
 }
 
 #[test]
@@ -166,8 +171,11 @@ fn answers_agree_with_the_local_windowed_filter_item_for_item() {
 /// Racing clients, each with its own connection and clock; every key must be new to exactly
 /// one of them. Half the clients' clocks run half a period ahead of the others', and the
 /// clocks cross a period boundary while the inserts run, so that some racers are in
-/// different generations.
+/// different generations. The clocks move only while every client is parked at a barrier, at
+/// each tenth of its keys: the first crosses from generation g to g + 1 at 40% of the keys;
+/// the second is in g + 1 throughout.
 fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -> Vec<u32> {
+    const CHUNK: usize = 20;
     let start = hour(600_000, 0.8);
     let clocks = [ManualClock::new(start), ManualClock::new(start + HOUR / 2)];
     let setup = Server::open(server_url).unwrap();
@@ -177,12 +185,24 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
         .clock(clocks[0].clone())
         .create(&setup)
         .unwrap();
+    let generations = || {
+        clocks
+            .iter()
+            .map(|c| {
+                let f = SharedWindowedFilter::open(&setup, name).unwrap();
+                f.with_clock(c.clone()).generation().unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(generations(), [600_000, 600_001]);
+    let chunks = (keys as usize).div_ceil(CHUNK);
+    // The chunk indices before which the clients park while the clocks move.
+    let stops: Vec<usize> = (1..=8).map(|step| chunks * step / 10).collect();
     let barrier = Arc::new(Barrier::new(clients + 1));
-    let progress = Arc::new(AtomicUsize::new(0));
     let threads: Vec<_> = (0..clients)
         .map(|c| {
             let (url, name, barrier) = (server_url.to_owned(), name.to_owned(), barrier.clone());
-            let (clock, progress) = (clocks[c % 2].clone(), progress.clone());
+            let (clock, stops) = (clocks[c % 2].clone(), stops.clone());
             std::thread::spawn(move || {
                 let server = Server::open(&url).unwrap();
                 let f = SharedWindowedFilter::open(&server, &name)
@@ -193,9 +213,12 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
                 let order: Vec<u64> = (0..keys).collect();
                 barrier.wait();
                 let mut new = Vec::new();
-                for chunk in order.chunks(20) {
+                for (i, chunk) in order.chunks(CHUNK).enumerate() {
+                    if stops.contains(&i) {
+                        barrier.wait(); // parked: the clocks move
+                        barrier.wait(); // moved
+                    }
                     f.insert_many(chunk.iter(), &mut new).unwrap();
-                    progress.fetch_add(1, Ordering::SeqCst);
                 }
                 order
                     .into_iter()
@@ -207,18 +230,13 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
         })
         .collect();
     barrier.wait();
-    // Move both clocks a twentieth of a period at each tenth of the work: the first crosses
-    // from generation g to g + 1 at about 40% of it; the second is in g + 1 throughout.
-    let total = clients * keys.div_ceil(20) as usize;
-    for step in 1..=8 {
-        while progress.load(Ordering::SeqCst) < total * step / 10
-            && !threads.iter().all(|t| t.is_finished())
-        {
-            std::thread::yield_now();
-        }
+    // Move both clocks a twentieth of a period at each stop.
+    for _ in &stops {
+        barrier.wait();
         for clock in &clocks {
             clock.advance(HOUR / 20);
         }
+        barrier.wait();
     }
     let mut winners = vec![0u32; keys as usize];
     for t in threads {
@@ -226,6 +244,8 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
             winners[k as usize] += 1;
         }
     }
+    // The first clock crossed the boundary during the race; the second stayed in g + 1.
+    assert_eq!(generations(), [600_001, 600_001]);
     winners
 }
 
@@ -292,29 +312,35 @@ fn generation_keys_carry_an_expiry_and_an_expired_generation_is_empty() {
         .unwrap();
     let items: Vec<u64> = (0..300).collect();
     let mut new = Vec::new();
-    assert_eq!(f.insert_many(items.iter(), &mut new).unwrap(), 300);
     let mut conn = redis.client();
-    // Live until the end of generation g + 2, plus one period: 3.75 hours from now.
+    let before = server_millis(&mut conn);
+    assert_eq!(f.insert_many(items.iter(), &mut new).unwrap(), 300);
+    // Live until the end of generation g + 2, plus one period: 3.75 hours from the insert (the
+    // expiry is relative), less the time since, which the server's TIME brackets.
     let want = HOUR.mul_f64(3.75).as_millis() as i64;
-    for s in 0..3 {
-        let ttl = integer(&mut conn, "PTTL", &f.key(s, 800_000));
+    let ttls: Vec<i64> = (0..3)
+        .map(|s| integer(&mut conn, "PTTL", &f.key(s, 800_000)))
+        .collect();
+    let since = server_millis(&mut conn) - before;
+    for (s, ttl) in ttls.into_iter().enumerate() {
         assert!(
-            ttl > want - 60_000 && ttl <= want,
-            "shard {s}: PTTL {ttl}, want about {want}"
+            want - since <= ttl && ttl <= want,
+            "shard {s}: PTTL {ttl}, want {want} less at most the {since} ms since the insert"
         );
     }
-    // Let the server expire shard 0's generation now: its items are forgotten, not an error.
+    // Expire shard 0's generation now (a non-positive expiry deletes the key at once, as the
+    // server does to a key whose time has come): its items are forgotten, not an error.
     let key = f.key(0, 800_000);
     let _: i64 = redis::cmd("PEXPIRE")
         .arg(&key)
-        .arg(1)
+        .arg(0)
         .query(&mut conn)
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while integer(&mut conn, "EXISTS", &key) == 1 {
-        assert!(Instant::now() < deadline, "{key} did not expire");
-        std::thread::yield_now();
-    }
+    assert_eq!(
+        integer(&mut conn, "EXISTS", &key),
+        0,
+        "{key} did not expire"
+    );
     let mut hits = Vec::new();
     let found = f.contains_many(items.iter(), &mut hits).unwrap();
     assert!(found > 0 && found < 300, "{found}");
@@ -444,28 +470,39 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// On the server's time, the generation is the server's `TIME` over the period (a minute here),
+/// bracketed by the server's readings before the handle is created and after it answered. The
+/// handle places the `TIME` it read at the middle of that request's round trip, which lies
+/// within the bracket: it may run ahead of the server by up to half the bracket, never behind.
+/// Inserts and lookups run on the server's time too, with periods of an hour, so that no stall
+/// of a loaded machine moves them out of the window.
 #[test]
 fn on_the_servers_time_the_generation_is_the_servers() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let minute = Duration::from_secs(60);
+    let mut conn = redis.client();
+    let before = server_millis(&mut conn) as u64;
     let f = SharedWindowedFilter::builder("server-time", 1000)
         .periods(1)
-        .period(minute)
+        .period(Duration::from_secs(60))
         .create(&server)
         .unwrap();
-    let mut conn = redis.client();
-    let (secs, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
     let g = f.generation().unwrap();
+    let after = server_millis(&mut conn) as u64;
+    let (first, last) = (before / 60_000, (after + (after - before) / 2) / 60_000);
     assert!(
-        g.abs_diff(secs / 60) <= 1,
-        "{g} against the server's {}",
-        secs / 60
+        (first..=last).contains(&g),
+        "generation {g}, the server's minutes {first} to {last}"
     );
+    let f = SharedWindowedFilter::builder("server-time-hourly", 1000)
+        .periods(1)
+        .period(HOUR)
+        .create(&server)
+        .unwrap();
     assert!(f.insert("a").unwrap());
     assert!(!f.insert("a").unwrap());
     assert!(f.contains("a").unwrap());
-    let opened = SharedWindowedFilter::open(&server, "server-time").unwrap();
+    let opened = SharedWindowedFilter::open(&server, "server-time-hourly").unwrap();
     assert!(opened.contains("a").unwrap());
 }
 

@@ -4,16 +4,31 @@
 //!
 //! `.ci/run` installs `redis-server` when it is missing; a test that cannot start it fails,
 //! saying so (never skips).
+//!
+//! Tests choose their interleavings here too: a write is held with [`RedisServer::pause_writes`]
+//! (an hour: it never ends by itself while a test runs) and the test waits for the held client
+//! with [`RedisServer::wait_blocked`]; processes start together on tokens
+//! ([`ready_then_wait_for_go`], [`start_when_ready`]) handed out by blocking `BLPOP`s, never on
+//! a polled key. The only polls left are of a server's own state where no blocking command
+//! exists (a fresh server answering `PING`, a cluster's state, a client held by a pause), each
+//! with a generous deadline.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// How long a server may take to accept connections after it starts (a loaded CI machine).
+/// How long a server may take to accept connections after it starts (a loaded CI machine),
+/// and how long a test waits for a server-side condition it set up (a client held by a pause,
+/// a worker process ready).
 const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a test's `CLIENT PAUSE` lasts: far longer than any of its waits, so that the pause
+/// never ends by itself while the test runs (the test ends it, with [`RedisServer::unpause`]
+/// or a kill; a failing test's server is killed on drop).
+pub const PAUSE: Duration = Duration::from_secs(3600);
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -99,16 +114,15 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd.spawn().unwrap_or_else(|e| {
+        let mut child = cmd.spawn().unwrap_or_else(|e| {
             panic!("cannot start redis-server ({e}): install it (.ci/run does: apt-get install redis-server)")
         });
-        self.child = Some(child);
         let url = self.url();
-        wait_until(
-            || ping(&url),
-            || self.log(),
-            "the server to accept connections",
-        );
+        let log = self.dir.path().join("redis.log");
+        if let Err(log) = wait_started(&mut child, || ping(&url), &log) {
+            panic!("redis-server exited at start; log:\n{log}");
+        }
+        self.child = Some(child);
     }
 
     /// The server's log, for a failure message.
@@ -139,6 +153,45 @@ impl RedisServer {
             .get_connection()
             .unwrap()
     }
+
+    /// Holds every client's write commands (`CLIENT PAUSE ... WRITE`, for [`PAUSE`]): reads
+    /// still run, a write (a `BITFIELD`, a script that may write, a `DEL`) waits in the server
+    /// until [`unpause`](Self::unpause) or a kill. See [`wait_blocked`](Self::wait_blocked).
+    pub fn pause_writes(&self) {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(PAUSE.as_millis() as u64)
+            .arg("WRITE")
+            .query(&mut self.client())
+            .unwrap();
+    }
+
+    /// Ends [`pause_writes`](Self::pause_writes): the held commands run, in the order they
+    /// arrived.
+    pub fn unpause(&self) {
+        let _: () = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut self.client())
+            .unwrap();
+    }
+
+    /// Waits until exactly `n` clients are blocked (`blocked_clients` of `INFO clients`: held
+    /// by a pause, or in a blocking command), failing the test after [`START_LIMIT`]. There is
+    /// no blocking command for this, so it polls; the condition is the test's own (it paused
+    /// the server, the clients' requests are on their way), and the pause outlasts the poll.
+    pub fn wait_blocked(&self, n: usize, what: &str) {
+        let mut conn = self.client();
+        let line = format!("blocked_clients:{n}\r\n");
+        let mut info = String::new();
+        wait_until(
+            || {
+                info = redis::cmd("INFO").arg("clients").query(&mut conn).unwrap();
+                info.contains(&line)
+            },
+            what,
+        )
+        .unwrap_or_else(|e| panic!("{e}; INFO clients:\n{info}"));
+    }
 }
 
 impl Drop for RedisServer {
@@ -155,21 +208,53 @@ fn ping(url: &str) -> bool {
         .is_ok()
 }
 
-/// Polls `ready` until it holds, failing the test with `log()` after [`START_LIMIT`].
-fn wait_until(mut ready: impl FnMut() -> bool, log: impl Fn() -> String, what: &str) {
+/// Polls `ready` every 20 ms until it holds; an error saying what it waited for after
+/// [`START_LIMIT`]. Only for conditions on a server that no blocking command reports.
+fn wait_until(mut ready: impl FnMut() -> bool, what: &str) -> Result<(), String> {
     let start = Instant::now();
     while !ready() {
         if start.elapsed() > START_LIMIT {
-            panic!(
-                "gave up waiting for {what} after {START_LIMIT:?}; log:\n{}",
-                log()
-            );
+            return Err(format!("gave up waiting for {what} after {START_LIMIT:?}"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    Ok(())
 }
 
-/// A free loopback TCP port whose cluster bus port (port + 10000) is free too.
+/// Waits until the server `child` (logging to `log`) accepts connections (`ready`): `Err`
+/// with its log if it exited first (a port taken, a bad argument), a panic with its log if it
+/// neither answers nor exits within [`START_LIMIT`].
+fn wait_started(
+    child: &mut Child,
+    mut ready: impl FnMut() -> bool,
+    log: &Path,
+) -> Result<(), String> {
+    let read_log = || std::fs::read_to_string(log).unwrap_or_default();
+    let mut exited = None;
+    let waited = wait_until(
+        || match child.try_wait() {
+            Ok(Some(status)) => {
+                exited = Some(status);
+                true
+            }
+            _ => ready(),
+        },
+        "redis-server to accept connections",
+    );
+    if let Err(e) = waited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{e}; log:\n{}", read_log());
+    }
+    match exited {
+        Some(status) => Err(format!("({status})\n{}", read_log())),
+        None => Ok(()),
+    }
+}
+
+/// A loopback TCP port that was free a moment ago, and whose cluster bus port (port + 10000)
+/// was free too. Another process can take either before the server binds it:
+/// [`RedisCluster::start`] then starts that node again on another.
 fn free_port() -> u16 {
     loop {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -178,6 +263,17 @@ fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// The `process_id` that the server at `url` reports (`INFO server`), if it answers.
+fn process_id(url: &str) -> Option<u32> {
+    let info: String = redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+        .and_then(|mut c| redis::cmd("INFO").arg("server").query(&mut c))
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|id| id.trim().parse().ok())
 }
 
 /// A local Redis Cluster of `n` primaries (no replicas) on loopback ports, every slot assigned,
@@ -189,43 +285,14 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start(n: usize) -> Self {
-        let dir = TempDir::new("cluster");
-        let mut nodes = Vec::new();
+        // Built node by node, so that a node failing to start kills the ones started before.
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            dir: TempDir::new("cluster"),
+        };
         for i in 0..n {
-            let node_dir = dir.path().join(format!("node{i}"));
-            std::fs::create_dir_all(&node_dir).unwrap();
-            let port = free_port();
-            let child = Command::new("redis-server")
-                .arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                .arg("--cluster-enabled")
-                .arg("yes")
-                .arg("--cluster-config-file")
-                .arg(node_dir.join("nodes.conf"))
-                .arg("--dir")
-                .arg(&node_dir)
-                .arg("--save")
-                .arg("")
-                .arg("--appendonly")
-                .arg("no")
-                .arg("--logfile")
-                .arg(node_dir.join("redis.log"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start redis-server ({e})"));
-            nodes.push((port, child));
-        }
-        let cluster = Self { nodes, dir };
-        for url in cluster.urls() {
-            wait_until(
-                || ping(&url),
-                || cluster.log(),
-                "a cluster node to accept connections",
-            );
+            let node = Self::start_node(&cluster.dir.path().join(format!("node{i}")));
+            cluster.nodes.push(node);
         }
         // Assign the slots: redis-cli ships with the server (package redis-tools).
         let out = Command::new("redis-cli")
@@ -251,11 +318,53 @@ impl RedisCluster {
                         .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
                         .is_ok_and(|info| info.contains("cluster_state:ok"))
                 },
-                || cluster.log(),
                 "the cluster to be ok on every node",
-            );
+            )
+            .unwrap_or_else(|e| panic!("{e}; logs:\n{}", cluster.log()));
         }
         cluster
+    }
+
+    /// One node in `node_dir`, on a port free a moment before. If another process took the
+    /// port (or its bus port) in between, the server exits saying "Address already in use":
+    /// the node starts again, from an empty directory, on another port. A node counts as
+    /// started when the server on its port is this one (its `process_id`), not merely one.
+    fn start_node(node_dir: &Path) -> (u16, Child) {
+        loop {
+            let _ = std::fs::remove_dir_all(node_dir);
+            std::fs::create_dir_all(node_dir).unwrap();
+            let port = free_port();
+            let log = node_dir.join("redis.log");
+            let mut child = Command::new("redis-server")
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .arg("--cluster-enabled")
+                .arg("yes")
+                .arg("--cluster-config-file")
+                .arg(node_dir.join("nodes.conf"))
+                .arg("--dir")
+                .arg(node_dir)
+                .arg("--save")
+                .arg("")
+                .arg("--appendonly")
+                .arg("no")
+                .arg("--logfile")
+                .arg(&log)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start redis-server ({e})"));
+            let url = format!("redis://127.0.0.1:{port}");
+            let id = child.id();
+            match wait_started(&mut child, || process_id(&url) == Some(id), &log) {
+                Ok(()) => return (port, child),
+                Err(log) if log.contains("Address already in use") => continue,
+                Err(log) => panic!("a cluster node exited at start {log}"),
+            }
+        }
     }
 
     /// `redis://127.0.0.1:PORT` of every node.
@@ -299,10 +408,98 @@ impl Drop for RedisCluster {
     }
 }
 
-/// Polls `ready` until it holds, failing the test (saying what it waited for) after
-/// [`START_LIMIT`]: the tests' only way to wait for another process or thread.
-pub fn wait_for(ready: impl FnMut() -> bool, what: &str) {
-    wait_until(ready, String::new, what);
+/// Worker processes, killed on drop: a test that fails while they run leaves none behind
+/// (one blocked on a start token, for instance).
+pub struct Workers(Vec<Child>);
+
+impl Workers {
+    /// Spawns each of `commands` (see [`worker`]).
+    pub fn spawn(commands: impl IntoIterator<Item = Command>) -> Self {
+        let mut workers = Self(Vec::new());
+        for mut cmd in commands {
+            workers
+                .0
+                .push(cmd.spawn().expect("the test binary starts again"));
+        }
+        workers
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Worker `i`, to take its pipes.
+    pub fn child(&mut self, i: usize) -> &mut Child {
+        &mut self.0[i]
+    }
+
+    /// Kills worker `i` at once (SIGKILL: it stops wherever it is, as in a crash) and waits
+    /// for it; its exit status.
+    pub fn kill(&mut self, i: usize) -> ExitStatus {
+        let _ = self.0[i].kill();
+        self.0[i].wait().unwrap()
+    }
+
+    /// Waits for each worker to exit, in order: its exit status and output.
+    pub fn outputs(mut self) -> Vec<Output> {
+        let mut outputs = Vec::new();
+        while !self.0.is_empty() {
+            outputs.push(self.0.remove(0).wait_with_output().unwrap());
+        }
+        outputs
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A worker's side of a start signal: says it is ready (a token on the list `{key}:ready`),
+/// then blocks for its start token (`BLPOP {key}:go 0`, no timeout of its own: the parent owns
+/// the deadline, and kills the worker if it is not started).
+pub fn ready_then_wait_for_go(conn: &mut redis::Connection, key: &str) {
+    let _: u64 = redis::cmd("RPUSH")
+        .arg(format!("{key}:ready"))
+        .arg(1)
+        .query(conn)
+        .unwrap();
+    let _: (String, String) = redis::cmd("BLPOP")
+        .arg(format!("{key}:go"))
+        .arg(0)
+        .query(conn)
+        .unwrap();
+}
+
+/// The parent's side of a start signal for `workers` processes running
+/// [`ready_then_wait_for_go`] on `key` against `server`: takes one ready token per worker (each
+/// `BLPOP` waiting at most [`START_LIMIT`]: failing the test, whose [`Workers`] are then
+/// killed), waits until every worker is parked in its `BLPOP` for a start token, then pushes
+/// one start token per worker in one command: the server hands them to the parked workers in
+/// one pass, so that they start together.
+pub fn start_when_ready(server: &RedisServer, key: &str, workers: usize) {
+    let mut conn = server.client();
+    for ready in 0..workers {
+        let token: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg(format!("{key}:ready"))
+            .arg(START_LIMIT.as_secs())
+            .query(&mut conn)
+            .unwrap();
+        assert!(
+            token.is_some(),
+            "{ready} of {workers} workers ready after {START_LIMIT:?}"
+        );
+    }
+    server.wait_blocked(workers, "every worker to wait for its start token");
+    let _: u64 = redis::cmd("RPUSH")
+        .arg(format!("{key}:go"))
+        .arg(vec![1; workers])
+        .query(&mut conn)
+        .unwrap();
 }
 
 /// The environment variable that makes a test of this binary a worker: its value is the

@@ -163,6 +163,9 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
     // Held to the end of the process: from before the state is loaded to after it is saved.
     let _lock = args.state.as_deref().map(lock::lock).transpose()?;
+    if let Some(state) = &args.state {
+        crate::oom::note_state(state);
+    }
     let filter = Arc::new(crate::oom::fallible(|| Filter::open(args))?);
     let overfill = filter.overfill();
     let keyer = Keyer {

@@ -10,6 +10,8 @@
 //!   standard error, then waits until it reads one line from that pipe. The test reads standard
 //!   error until the line comes (a blocking read), does what it wants, and writes a line to the
 //!   pipe to let the run go on. Each pass through a point pauses once.
+//! - `SEEN_OUT_OF_MEMORY_AT=NAME`: at the point `NAME`, the run ends as when the system refuses
+//!   an allocation the command cannot do without (`oom.rs`).
 //! - `SEEN_SAME_SIGNAL_MS=N`: a signal that comes less than `N` ms after the first is the
 //!   first delivered twice (250 ms without it: `signals.rs`). A test that sends a second signal
 //!   once the first was handled sets it to 0, rather than waiting out the quarter second.
@@ -26,6 +28,9 @@ use std::time::Duration;
 
 /// Pauses at `name` if the test asked for it (see the module docs).
 pub(crate) fn pause(name: &str) {
+    if std::env::var_os("SEEN_OUT_OF_MEMORY_AT").is_some_and(|at| at == name) {
+        crate::oom::out_of_memory(0);
+    }
     let Some(dir) = std::env::var_os("SEEN_FAILPOINTS") else {
         return;
     };

@@ -15,6 +15,16 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::Write;
+use std::sync::OnceLock;
+
+/// The run's `--state`, if it has one: the out-of-memory line says that it was not saved (the
+/// run cannot save it: that takes memory, and the allocator cannot give it back to the run).
+static STATE: OnceLock<String> = OnceLock::new();
+
+/// Names the run's `--state` for the out-of-memory line.
+pub(crate) fn note_state(path: &std::path::Path) {
+    let _ = STATE.set(path.display().to_string());
+}
 
 /// The system allocator, with failures reported (see the module docs).
 struct Reporting;
@@ -55,16 +65,27 @@ fn checked(ptr: *mut u8, size: usize) -> *mut u8 {
 
 #[cold]
 #[inline(never)]
-fn out_of_memory(size: usize) -> ! {
-    // Formatted on the stack: nothing here allocates.
+pub(crate) fn out_of_memory(size: usize) -> ! {
+    // Formatted on the stack, and the state's name was formatted at the start: nothing here
+    // allocates. One line, as every failure of the command.
     let mut line = [0u8; 128];
     let mut cursor = std::io::Cursor::new(&mut line[..]);
-    let _ = writeln!(
+    let _ = write!(
         cursor,
         "seen: out of memory (the system refused {size} bytes more)"
     );
     let end = cursor.position() as usize;
-    let _ = std::io::stderr().write_all(&line[..end]);
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(&line[..end]);
+    if let Some(state) = STATE.get() {
+        let _ = err.write_all(b"; the state ");
+        let _ = err.write_all(state.as_bytes());
+        let _ = err.write_all(
+            b" is not saved (saving takes memory): it holds what it held before this run, \
+              and the next run prints this run's records again",
+        );
+    }
+    let _ = err.write_all(b"\n");
     std::process::exit(2);
 }
 

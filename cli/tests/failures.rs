@@ -228,3 +228,53 @@ fn a_closed_standard_output_is_an_error_not_a_silent_loss() {
     assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Out of memory where the command cannot do without the memory (the allocator's refusal,
+/// here made at the `chunk` point of a one-thread run, after the first chunk was written: feature
+/// `failpoints`): the state cannot be saved (that takes memory), so the one line says so, names
+/// it, and says that the next run prints the records again; the state keeps what it held.
+#[cfg(feature = "failpoints")]
+#[test]
+fn out_of_memory_says_the_state_is_not_saved() {
+    let dir = scratch("oom-state");
+    let state = dir.join("state");
+    let input = distinct(300_000);
+    let args = [
+        "dedup",
+        "--threads",
+        "1",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    // A first run saves the first 1,000 records' keys.
+    let out = seen(&args, &input[..13 * 1000]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let saved = std::fs::read(&state).unwrap();
+    let mut run = common::command(&args);
+    run.env("SEEN_OUT_OF_MEMORY_AT", "chunk");
+    let mut child = run.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = input.clone();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&feed);
+    });
+    let out = wait_with_deadline(child, "a run out of memory");
+    writer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("seen: out of memory")
+            && err.contains(&format!("the state {} is not saved", state.display()))
+            && err.contains("the next run prints this run's records again"),
+        "{err}"
+    );
+    // It left the state as it was, and printed none of the records the state holds.
+    assert_eq!(std::fs::read(&state).unwrap(), saved);
+    assert!(input[13 * 1000..].starts_with(&out.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -28,23 +28,34 @@ pub(crate) struct SameKeyRace {
     pub(crate) both_new: usize,
 }
 
+/// Keys per step of [`same_key_race`]: the two writers meet at a barrier before each step.
+pub(crate) const SAME_KEY_STEP: usize = 1024;
+
 /// Two threads insert the same `keys` at once, in the same order; after each `insert(k)` the
 /// same thread checks `contains(k)` and inserts `k` a second time (both must say "seen": the
-/// insert happened before them, on this thread). A third thread, when `maintain` is given,
-/// calls it in a loop until the writers are done (compactions and snapshots racing the writes).
+/// insert happened before them, on this thread). The two meet at a barrier before every
+/// [`SAME_KEY_STEP`] keys, so that however busy the machine they work on the same keys at the
+/// same time (neither can finish before the other has started, nor run a step ahead); which
+/// instructions interleave within a step is the scheduler's (the exact interleavings are the
+/// loom models'). A third thread, when `maintain` is given, calls it in a loop until the
+/// writers are done (compactions and snapshots racing the writes).
 pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     filter: &F,
     keys: &[u64],
     maintain: Option<&(dyn Fn() + Sync)>,
 ) -> SameKeyRace {
     let writers_done = AtomicUsize::new(0);
+    let step = std::sync::Barrier::new(2);
     let run = || {
         let mut new = Vec::with_capacity(keys.len());
         let (mut false_negatives, mut new_again) = (0, 0);
-        for k in keys {
-            new.push(filter.insert(k));
-            false_negatives += usize::from(!filter.contains(k));
-            new_again += usize::from(filter.insert(k));
+        for chunk in keys.chunks(SAME_KEY_STEP) {
+            step.wait();
+            for k in chunk {
+                new.push(filter.insert(k));
+                false_negatives += usize::from(!filter.contains(k));
+                new_again += usize::from(filter.insert(k));
+            }
         }
         writers_done.fetch_add(1, Ordering::Release);
         (new, false_negatives, new_again)
@@ -71,6 +82,43 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
         race.both_new += usize::from(*x && *y);
     }
     race
+}
+
+/// A count that threads wait on without spinning (a mutex and a condition variable), so that
+/// a waiter does not take the time slice of the thread it waits for on a busy machine: the
+/// saves or unions done, which writers wait for before their last key.
+pub(crate) struct Count {
+    n: std::sync::Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl Count {
+    pub(crate) const fn new() -> Self {
+        Self {
+            n: std::sync::Mutex::new(0),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// One more; returns the new count.
+    pub(crate) fn add(&self) -> u64 {
+        let mut n = self.n.lock().unwrap();
+        *n += 1;
+        self.changed.notify_all();
+        *n
+    }
+
+    /// Waits until the count is at least `n`; a hang detector, not a timing: the deadline is
+    /// minutes away.
+    pub(crate) fn wait_for(&self, n: u64) {
+        let guard = self.n.lock().unwrap();
+        let (guard, wait) = self
+            .changed
+            .wait_timeout_while(guard, std::time::Duration::from_secs(300), |count| *count < n)
+            .unwrap();
+        drop(guard);
+        assert!(!wait.timed_out(), "waited 5 minutes for a count of {n}");
+    }
 }
 
 /// An iterator that claims a lower bound it does not reach (the batch operations must treat

@@ -6,9 +6,9 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::os::unix::process::ExitStatusExt;
 
 use seen::{AtomicBloomFilter, Error};
 
@@ -373,7 +373,7 @@ fn temps_of(dir: &Path, pid: u32) -> Vec<String> {
 }
 
 /// A process saving a large filter is stopped midway by the kernel: its file size limit
-/// (`ulimit -f`, 1 MiB or 2 MiB as the shell counts blocks) ends it with `SIGXFSZ` on the
+/// (`ulimit -f`, 1 MiB or 2 MiB as the shell counts blocks; no core file) ends it with `SIGXFSZ` on the
 /// write that would pass it. It leaves its partial temporary file, and the next save of the
 /// same file, from another process, removes it. The child is this test binary, run again for
 /// this test alone under the limit.
@@ -389,7 +389,7 @@ fn a_save_killed_midway_leaves_a_temp_that_the_next_save_removes() {
     let mut child = Killed(
         Command::new("sh")
             .arg("-c")
-            .arg("ulimit -f 2048 && exec \"$0\" --exact \"$1\" --test-threads=1")
+            .arg("ulimit -c 0 && ulimit -f 2048 && exec \"$0\" --exact \"$1\" --test-threads=1")
             .arg(std::env::current_exe().unwrap())
             .arg("a_save_killed_midway_leaves_a_temp_that_the_next_save_removes")
             .env(CHILD_SAVES_TO, &path)
@@ -416,7 +416,10 @@ fn libc_sigxfsz() -> i32 {
     if cfg!(target_os = "linux") {
         return 25;
     }
-    let out = Command::new("sh").args(["-c", "kill -l XFSZ"]).output().unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "kill -l XFSZ"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 

@@ -5,8 +5,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::files::bloom;
 use common::{Count, keys};

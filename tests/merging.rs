@@ -211,6 +211,9 @@ fn a_union_keeps_a_key_inserted_into_the_word_it_is_merging() {
         });
         assert_eq!(pauses, 1);
         assert!(target.contains(&theirs), "round {round}");
-        assert!(target.contains(&ours), "round {round}: the union lost a key");
+        assert!(
+            target.contains(&ours),
+            "round {round}: the union lost a key"
+        );
     }
 }

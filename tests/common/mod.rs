@@ -114,7 +114,9 @@ impl Count {
         let guard = self.n.lock().unwrap();
         let (guard, wait) = self
             .changed
-            .wait_timeout_while(guard, std::time::Duration::from_secs(300), |count| *count < n)
+            .wait_timeout_while(guard, std::time::Duration::from_secs(300), |count| {
+                *count < n
+            })
             .unwrap();
         drop(guard);
         assert!(!wait.timed_out(), "waited 5 minutes for a count of {n}");

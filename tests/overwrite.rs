@@ -96,8 +96,9 @@ fn never_seen_items_are_never_reported_seen() {
     assert!(map.contains(&inserted[9_999]) && exact.contains(&inserted[9_999].to_le_bytes()));
 }
 
-/// Two threads insert the same 100K keys at once, in the same order; after each `insert(k)` the
-/// same thread checks `contains(k)` and inserts `k` again. A key is reported new by exactly one
+/// Two threads insert the same 100K keys at once, in the same order, in step (a barrier every
+/// 1,024 keys: `common::same_key_race`); after each `insert(k)` the same thread checks
+/// `contains(k)` and inserts `k` again. A key is reported new by exactly one
 /// thread (one atomic swap per insert), and both later checks say "seen", unless the key shares
 /// its slot with another key in flight at that moment.
 ///

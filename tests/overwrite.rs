@@ -651,11 +651,11 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
                 if at == 0 {
                     drop_a();
                 }
-                commit(&reclaim, b, at == 1);
+                commit(reclaim, b, at == 1);
                 if at == 2 {
                     drop_a();
                 }
-                commit(&reclaim, a, at == 3);
+                commit(reclaim, a, at == 3);
                 if at == 4 {
                     drop_a();
                 }
@@ -665,7 +665,7 @@ fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
                 if at == 0 {
                     drop_a();
                 }
-                commit(&other_id, b, at == 1);
+                commit(other_id, b, at == 1);
                 if at == 2 {
                     drop_a();
                 }

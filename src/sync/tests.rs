@@ -42,7 +42,7 @@ fn arc_cell_racing_compare_and_swaps_have_exactly_one_winner() {
                         let mut spins = 0u32;
                         while arrived.load(Ordering::Acquire) < 2 {
                             spins += 1;
-                            if spins % 1024 == 0 {
+                            if spins.is_multiple_of(1024) {
                                 std::thread::yield_now(); // the other was preempted
                             }
                             std::hint::spin_loop();

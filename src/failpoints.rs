@@ -17,6 +17,8 @@
 //! | `semi.compact.swapped` | the new snapshot is published, before the batch leaves the pending set |
 //! | `semi.compact.removed` | the batch has left the pending set, before its summary slots are lowered |
 //! | `windowed.rotate.lock` | `rotate` has cleared the spare and is about to take the rotation lock (a save holds it) |
+//! | `sync.lock.wait` | a blocking lock (`rotate` of a window, a save of a window or a semi-concurrent filter) found its mutex held, before it waits for it |
+//! | `windowed.insert.writing` | an insert found the item in no live generation (or saw a rotation) and is about to set its bits in the generation it read, before its `fetch_or` |
 //! | `windowed.insert.written` | an insert has set its bits in the current generation, before it reads the epoch again |
 //! | `growing.insert.written` | an insert has set its bits in the newest layer, before it checks that no growth began |
 //! | `atomic.union.word` | `union` read a word of this filter that lacks bits of the other's, before its `fetch_or` |

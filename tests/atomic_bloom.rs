@@ -4,12 +4,13 @@
 
 mod common;
 
-use common::{LyingSizeHint, keys, same_key_race};
+use common::{LyingSizeHint, SAME_KEY_STEP, keys, same_key_race};
 
 use proptest::prelude::*;
 use seen::hash::ItemHasher;
 use seen::sizing::blocked;
 use seen::{AtomicBloomFilter, DedupFilter, Layout, SemiConcurrentBloomFilter};
+use std::sync::Barrier;
 
 const LAYOUTS: [Layout; 2] = [Layout::Word, Layout::Line];
 
@@ -139,31 +140,52 @@ fn public_sizing_bytes_equal_the_built_filters_memory_at_a_billion_items() {
     }
 }
 
+/// Two threads insert disjoint halves of a set of keys into one filter, meeting at a barrier
+/// before every 1,024 keys (so that they write at the same time however busy the machine is):
+/// every key is found after. 1M keys in a filter for 1M; and 200 rounds of 2,000 keys in a
+/// filter for 2,000 (150 words), where the two threads often write one word at once. Checked
+/// to fail: with `insert` setting a word's bits by a load and a store instead of a `fetch_or`,
+/// keys go missing: of the 400,000 small-filter keys, 0 to 7 in the word layout (9 runs, one
+/// with none: its race window is one load wide) and 58 to 86 in the line layout (6 runs). The
+/// exact interleavings are the loom models' (`loom-tests/atomic_bloom.rs`).
 #[test]
 fn two_threads_inserting_disjoint_halves_lose_nothing() {
-    let all = keys(1, 1_000_000);
     for layout in LAYOUTS {
+        let all = keys(1, 1_000_000);
         let f = filter(1_000_000, 0.01, layout);
         let (a, b) = all.split_at(all.len() / 2);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                a.iter().for_each(|k| {
-                    f.insert(k);
-                })
-            });
-            s.spawn(|| {
-                b.iter().for_each(|k| {
-                    f.insert(k);
-                })
-            });
-        });
-        let missing = all.iter().filter(|k| !f.contains(*k)).count();
-        assert_eq!(missing, 0, "{layout:?}: false negatives");
+        let missing = insert_halves(&f, a, b, &all);
+        assert_eq!(missing, 0, "{layout:?}, 1M keys: false negatives");
+        let mut missing = 0;
+        for round in 0..200 {
+            let all = keys(100 + round, 2_000);
+            let f = filter(2_000, 0.01, layout);
+            let (a, b) = all.split_at(all.len() / 2);
+            missing += insert_halves(&f, a, b, &all);
+        }
+        assert_eq!(missing, 0, "{layout:?}, 200 x 2,000 keys: false negatives");
     }
 }
 
-/// Two threads insert the same 1M keys at once, in the same order; after each `insert(k)` the
-/// same thread checks `contains(k)` and inserts `k` again (both must say "seen").
+/// Inserts `a` and `b` on two threads in step; returns how many of `all` are then missing.
+fn insert_halves(f: &AtomicBloomFilter, a: &[u64], b: &[u64], all: &[u64]) -> usize {
+    let step = Barrier::new(2);
+    let run = |half: &[u64]| {
+        for chunk in half.chunks(SAME_KEY_STEP) {
+            step.wait();
+            chunk.iter().for_each(|k| _ = f.insert(k));
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| run(a));
+        s.spawn(|| run(b));
+    });
+    all.iter().filter(|k| !f.contains(*k)).count()
+}
+
+/// Two threads insert the same 1M keys at once, in the same order, in step (a barrier every
+/// 1,024 keys: `common::same_key_race`); after each `insert(k)` the same thread checks
+/// `contains(k)` and inserts `k` again (both must say "seen").
 ///
 /// Word layout: each insert is one atomic RMW, so no key is reported new by both threads, and
 /// every key by at least one unless it met a false positive. The filter is sized at p = 1e-5
@@ -173,6 +195,10 @@ fn two_threads_inserting_disjoint_halves_lose_nothing() {
 /// Line layout: a key's bits span several words, so both threads can be told "new"; the rate
 /// is printed for each target p (the table in `docs/concurrency.md`), and every other
 /// invariant is asserted as for the word layout.
+///
+/// Checked to fail: with the word layout's `insert` deciding "new" from its load instead of
+/// from the `fetch_or`, keys are new to both threads. The exact interleavings are the loom
+/// models' (`loom-tests/atomic_bloom.rs`); this is the same invariant at scale on real threads.
 #[test]
 fn same_keys_from_two_threads_are_never_lost_and_exactly_once_in_the_word_layout() {
     let all = keys(2, 1_000_000);
@@ -348,10 +374,11 @@ fn batch_operations_agree_with_one_by_one() {
 }
 
 /// Two threads `insert_many` the same 1M keys in the same order, in groups of 100, each checking
-/// its group with `contains_many` right after: no key is lost, and with the word layout none is
-/// reported new to both (the batch path keeps `insert`'s exactly-once). Checked to fail: with
-/// the write pass deciding "new" from its earlier load instead of from the `fetch_or`, about a
-/// quarter of the keys are reported new twice.
+/// its group with `contains_many` right after, meeting at a barrier before every 10 groups (so
+/// that they insert the same keys at the same time, however busy the machine is): no key is
+/// lost, and with the word layout none is reported new to both (the batch path keeps
+/// `insert`'s exactly-once). Checked to fail: with the write pass deciding "new" from its
+/// earlier load instead of from the `fetch_or`, keys are reported new twice.
 #[test]
 fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
     let all = keys(9, 1_000_000);
@@ -359,9 +386,13 @@ fn same_keys_from_two_threads_in_batches_are_exactly_once_in_the_word_layout() {
         // Sized for 4M, so that the filter (15 MB) takes the grouped path.
         let f = filter(4_000_000, 1e-5, layout);
         assert!(f.memory_bytes() >= 8 << 20);
+        let step = Barrier::new(2);
         let run = || {
             let (mut new, mut out, mut hits, mut lost) = (Vec::new(), Vec::new(), Vec::new(), 0);
-            for chunk in all.chunks(100) {
+            for (i, chunk) in all.chunks(100).enumerate() {
+                if i % 10 == 0 {
+                    step.wait();
+                }
                 out.clear();
                 f.insert_many(chunk, &mut out);
                 new.extend_from_slice(&out);
@@ -480,59 +511,84 @@ fn batches_of_every_length_around_a_group_agree_with_one_by_one() {
 
 /// One thread inserts keys through `insert_many` (groups of 37, on the grouped path) and
 /// publishes how far it got with a `Release` store; another reads that with `Acquire` and
-/// checks every published key with `contains` and `contains_many`: none is missing.
+/// checks every published key with `contains` and `contains_many`: none is missing. The keys
+/// go in rounds of 64 groups, and the writer starts the next round only once the reader has
+/// checked every key of this one, so every key is checked before the writer calls
+/// `insert_many` again, however busy the machine is. Checked to fail: an `insert_many` that
+/// leaves its last group's writes to the thread's next call.
 #[test]
 fn keys_from_insert_many_are_never_missing_for_a_reader_on_another_thread() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const GROUP: usize = 37;
+    const ROUND: usize = 64 * GROUP;
     let all = keys(11, 400_000);
     for layout in LAYOUTS {
         let f = filter(10_000_000, 0.01, layout);
         assert!(f.memory_bytes() >= 8 << 20);
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        let missing = std::thread::scope(|s| {
+        let done = AtomicUsize::new(0);
+        let round_checked = Barrier::new(2);
+        let (checked, missing) = std::thread::scope(|s| {
             s.spawn(|| {
                 let mut new = Vec::new();
-                for (i, chunk) in all.chunks(37).enumerate() {
-                    new.clear();
-                    f.insert_many(chunk, &mut new);
-                    done.store(
-                        (i * 37 + chunk.len()).min(all.len()),
-                        std::sync::atomic::Ordering::Release,
-                    );
+                for (r, round) in all.chunks(ROUND).enumerate() {
+                    for (i, chunk) in round.chunks(GROUP).enumerate() {
+                        new.clear();
+                        f.insert_many(chunk, &mut new);
+                        done.store(r * ROUND + i * GROUP + chunk.len(), Ordering::Release);
+                    }
+                    round_checked.wait();
                 }
             });
             let reader = s.spawn(|| {
                 let (mut checked, mut missing, mut hits) = (0, 0, Vec::new());
-                while checked < all.len() {
-                    let upto = done.load(std::sync::atomic::Ordering::Acquire);
-                    let fresh = &all[checked..upto];
-                    missing += fresh.iter().filter(|k| !f.contains(k)).count();
-                    hits.clear();
-                    missing += fresh.len() - f.contains_many(fresh, &mut hits);
-                    checked = upto;
+                for round in 0..all.len().div_ceil(ROUND) {
+                    let end = ((round + 1) * ROUND).min(all.len());
+                    while checked < end {
+                        let upto = done.load(Ordering::Acquire);
+                        if upto == checked {
+                            std::thread::yield_now(); // the writer has published nothing new
+                            continue;
+                        }
+                        let fresh = &all[checked..upto];
+                        missing += fresh.iter().filter(|k| !f.contains(k)).count();
+                        hits.clear();
+                        missing += fresh.len() - f.contains_many(fresh, &mut hits);
+                        checked = upto;
+                    }
+                    round_checked.wait();
                 }
-                missing
+                (checked, missing)
             });
             reader.join().unwrap()
         });
         assert_eq!(missing, 0, "{layout:?}");
+        assert_eq!(checked, all.len(), "{layout:?}");
     }
 }
 
 /// Two threads insert the same keys in the same order, one with single `insert` calls, the
-/// other with `insert_many` in groups of 17 (crossing the 16-item groups); each checks every
-/// key with `contains` right after its own insert. No key is missing right after; with the
-/// word layout no key is new to both threads; with either, a key is new to neither only by a
-/// false positive (at p = 1e-5 with the filter a twentieth full: expected well below 1).
+/// other with `insert_many` in groups of 17 (crossing the 16-item groups), meeting at a
+/// barrier before every 60 groups (1,020 keys, so that they insert the same keys at the same
+/// time however busy the machine is); each checks every key with `contains` right after its
+/// own insert. No key is missing right after; with the word layout no key is new to both
+/// threads; with either, a key is new to neither only by a false positive (at p = 1e-5 with the
+/// filter a twentieth full: expected well below 1). Checked to fail: with the batch write pass
+/// deciding "new" from its earlier load instead of from the `fetch_or`, keys are new to both.
 #[test]
 fn same_keys_from_single_calls_and_batches_on_two_threads() {
+    const STEP: usize = 60 * 17;
     let all = keys(12, 300_000);
     for layout in LAYOUTS {
         let f = filter(6_000_000, 1e-5, layout);
         assert!(f.memory_bytes() >= 8 << 20);
+        let step = Barrier::new(2);
         let (single, batched) = std::thread::scope(|s| {
             let a = s.spawn(|| {
                 let (mut new, mut missing) = (Vec::new(), 0);
-                for k in &all {
+                for (i, k) in all.iter().enumerate() {
+                    if i % STEP == 0 {
+                        step.wait();
+                    }
                     new.push(f.insert(k));
                     missing += usize::from(!f.contains(k));
                 }
@@ -540,7 +596,10 @@ fn same_keys_from_single_calls_and_batches_on_two_threads() {
             });
             let b = s.spawn(|| {
                 let (mut new, mut out, mut missing) = (Vec::new(), Vec::new(), 0);
-                for chunk in all.chunks(17) {
+                for (i, chunk) in all.chunks(17).enumerate() {
+                    if i % 60 == 0 {
+                        step.wait();
+                    }
                     out.clear();
                     f.insert_many(chunk, &mut out);
                     new.extend_from_slice(&out);

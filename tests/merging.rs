@@ -104,6 +104,9 @@ fn intersect_keeps_what_both_hold() {
 
 /// A union racing inserts into both filters loses nothing: every key inserted into either
 /// before the union began, and every key inserted into the target at any time, is found after.
+/// The writers hold their last key until a union is done, so that unions run while they write
+/// however busy the machine is; whether one lands between the read and the write of a word
+/// that a writer sets is the scheduler's, which the next test decides instead.
 #[test]
 fn a_union_racing_inserts_into_both_filters_loses_nothing() {
     // Five rounds: one round catches a union that stores instead of ORing 2 times in 3.
@@ -119,14 +122,12 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
             common::keys(82 + 10 * round, KEYS / 4),
         ];
         let writing = AtomicU64::new(2);
-        let merged = &AtomicU64::new(0);
+        let merged = &common::Count::new();
         // Each writer holds its last key until a union is done, however busy the machine is.
         let write = |filter: &AtomicBloomFilter, keys: &[u64]| {
             let (last, rest) = keys.split_last().unwrap();
             rest.iter().for_each(|k| _ = filter.insert(k));
-            while merged.load(Ordering::Acquire) < 1 {
-                std::thread::yield_now();
-            }
+            merged.wait_for(1);
             filter.insert(last);
             writing.fetch_sub(1, Ordering::Release);
         };
@@ -136,8 +137,7 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
             let mut unions = 0;
             while writing.load(Ordering::Acquire) > 0 {
                 target.union(source).unwrap();
-                unions += 1;
-                merged.store(unions, Ordering::Release);
+                unions = merged.add();
             }
             unions
         });
@@ -149,5 +149,71 @@ fn a_union_racing_inserts_into_both_filters_loses_nothing() {
         assert!(into_target.iter().all(|k| target.contains(k)));
         target.union(source).unwrap();
         assert!(into_source.iter().all(|k| target.contains(k)));
+    }
+}
+
+/// A union paused at the one word of the target that lacks bits of the source's (the
+/// `atomic.union.word` pause point: it has read the word, not yet written it), while the test
+/// inserts into the target a key whose bits lie in that very word: released, the union's
+/// `fetch_or` keeps them. Checked to fail: a union that writes the word it read ORed with the
+/// source's (a read-modify-write split in two) loses the key every time.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_union_keeps_a_key_inserted_into_the_word_it_is_merging() {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+    const CAPACITY: u64 = 1_000;
+    // The word a key sets alone, and its bits there (the word layout sets one word per key).
+    let word_of = |key: u64| {
+        let f = bloom(CAPACITY, 0.01, Layout::Word);
+        f.insert(&key);
+        let mut words = vec![0; (f.bit_len() / 64) as usize];
+        f.read_words(0, &mut words).unwrap();
+        let at = words.iter().position(|&w| w != 0).unwrap();
+        (at, words[at])
+    };
+    let candidates = common::keys(90, 100_000);
+    for (round, &theirs) in candidates[..20].iter().enumerate() {
+        let (word, their_bits) = word_of(theirs);
+        // A key of the same word with a bit the source's key lacks.
+        let ours = *candidates[20..]
+            .iter()
+            .find(|&&k| {
+                let (w, bits) = word_of(k);
+                w == word && bits & !their_bits != 0
+            })
+            .expect("a key of the same word");
+        let target = &bloom(CAPACITY, 0.01, Layout::Word);
+        let source = &bloom(CAPACITY, 0.01, Layout::Word);
+        source.insert(&theirs);
+        let (reached, paused) = channel();
+        let (release, go) = channel::<()>();
+        let pauses = std::thread::scope(|s| {
+            let union = s.spawn(move || {
+                let pauses = std::rc::Rc::new(std::cell::Cell::new(0));
+                let count = pauses.clone();
+                let _armed = seen::failpoints::arm(move |point| {
+                    if point == "atomic.union.word" {
+                        count.set(count.get() + 1);
+                        let _ = reached.send(());
+                        let _ = go.recv(); // an error once released: passes at once
+                    }
+                });
+                target.union(source).unwrap();
+                pauses.get()
+            });
+            paused
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the union never reached the word");
+            assert!(target.insert(&ours), "round {round}");
+            drop(release); // and any later pause passes at once
+            union.join().unwrap()
+        });
+        assert_eq!(pauses, 1);
+        assert!(target.contains(&theirs), "round {round}");
+        assert!(
+            target.contains(&ours),
+            "round {round}: the union lost a key"
+        );
     }
 }

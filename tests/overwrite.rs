@@ -96,8 +96,9 @@ fn never_seen_items_are_never_reported_seen() {
     assert!(map.contains(&inserted[9_999]) && exact.contains(&inserted[9_999].to_le_bytes()));
 }
 
-/// Two threads insert the same 100K keys at once, in the same order; after each `insert(k)` the
-/// same thread checks `contains(k)` and inserts `k` again. A key is reported new by exactly one
+/// Two threads insert the same 100K keys at once, in the same order, in step (a barrier every
+/// 1,024 keys: `common::same_key_race`); after each `insert(k)` the same thread checks
+/// `contains(k)` and inserts `k` again. A key is reported new by exactly one
 /// thread (one atomic swap per insert), and both later checks say "seen", unless the key shares
 /// its slot with another key in flight at that moment.
 ///
@@ -341,73 +342,60 @@ mod properties {
     }
 }
 
-/// The hand-off of the two-thread round tests: waits until `counter` reaches `value`. It spins,
-/// so that both threads are running when released and their next steps race; after a while it
-/// yields, so that on an oversubscribed machine (more runnable threads than cores, as when the
-/// test harness runs other tests alongside) a waiter does not burn the time slice the other
-/// thread needs.
-fn wait_for(counter: &std::sync::atomic::AtomicU64, value: u64) {
-    let mut spins = 0u32;
-    while counter.load(std::sync::atomic::Ordering::Acquire) < value {
-        if spins < 1 << 12 {
-            spins += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
+/// How long a two-thread round test waits for the other thread before it calls it a hang (not
+/// a timing: the other thread has one short step to do).
+const HANG: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The loom model's shape on real threads: the slot holds `a_i`; one thread calls `forget(a_i)`
-/// while the other inserts `b_i` into the same slot (one-bucket maps, the two started together
-/// through a spinning hand-off). Whatever the order, `b_i` must survive: `forget` erases only its
-/// own item. A check-then-store `forget` (fingerprint map, patched in by hand) lost `b_i` 2 and
-/// 11 times in two runs of 200K rounds; the default run does 200K, the stress run 1M.
+/// The loom model's shape on real threads, in orders the test chooses: the slot holds `a_i`
+/// (one-bucket maps); one thread calls `forget(a_i)` and the test inserts `b_i` into the same
+/// slot. Even rounds: the forget first (it finds `a_i` and erases it; `b_i` then goes in); odd
+/// rounds: the insert first (`b_i` overwrites `a_i`; the forget finds `b_i` and must leave
+/// it). Either way `b_i` survives (`forget` erases only its own item), and the forgets that
+/// found their item are exactly the even rounds'. The interleavings inside the two operations
+/// (an insert between the forget's read and its write) are the loom models'
+/// (`loom-tests/overwrite.rs`: `fingerprint_forget_never_erases_an_item_that_overwrote_ours`,
+/// its exact twin, and the check-then-store twins they catch). Checked to fail: a `forget`
+/// that clears the slot whatever it holds loses `b_i` in every odd round.
 #[test]
 fn forget_racing_an_overwrite_never_erases_the_other_item() {
-    forget_racing_an_overwrite(200_000);
-}
-
-/// The same for 1M rounds (about 20 s on an idle core pair, minutes on a busy one).
-#[test]
-#[ignore = "stress: 1M spinning hand-offs; run with --ignored (CI does)"]
-fn forget_racing_an_overwrite_never_erases_the_other_item_in_1m_rounds() {
-    forget_racing_an_overwrite(1_000_000);
-}
-
-fn forget_racing_an_overwrite(rounds: u64) {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc::channel;
+    const ROUNDS: u64 = 1_000;
     let map = OverwriteMap::with_buckets(1).unwrap();
     let exact = ExactOverwriteMap::with_buckets(1).unwrap();
-    let (go, forgotten) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (forget, to_forget) = channel::<u64>();
+    let (forgot, forgotten) = channel::<u64>();
     let (lost, forgets) = std::thread::scope(|s| {
-        let forgetter = s.spawn(|| {
-            let mut forgets = 0u64;
-            for i in 0..rounds {
-                wait_for(&go, i + 1);
-                forgets += u64::from(map.forget(&(2 * i)));
-                forgets += u64::from(exact.forget(&(2 * i).to_le_bytes()));
-                forgotten.store(i + 1, Ordering::Release);
+        s.spawn(|| {
+            for a in to_forget {
+                let found = u64::from(map.forget(&a)) + u64::from(exact.forget(&a.to_le_bytes()));
+                forgot.send(found).unwrap();
             }
-            forgets
         });
-        let mut lost = 0u64;
-        for i in 0..rounds {
+        let (mut lost, mut forgets) = (0u64, 0u64);
+        for i in 0..ROUNDS {
             let (a, b) = (2 * i, 2 * i + 1);
             map.insert(&a);
             exact.insert(&a.to_le_bytes());
-            go.store(i + 1, Ordering::Release);
+            let mut forget_a = || {
+                forget.send(a).unwrap();
+                forgets += forgotten.recv_timeout(HANG).expect("the forget hung");
+            };
+            if i % 2 == 0 {
+                forget_a();
+            }
             map.insert(&b);
             exact.insert(&b.to_le_bytes());
-            wait_for(&forgotten, i + 1);
+            if i % 2 == 1 {
+                forget_a();
+            }
             lost += u64::from(!map.contains(&b)) + u64::from(!exact.contains(&b.to_le_bytes()));
         }
-        (lost, forgetter.join().unwrap())
+        drop(forget);
+        (lost, forgets)
     });
-    eprintln!("{forgets} successful forgets of 2 x {rounds}; {lost} overwriting items lost");
     assert_eq!(lost, 0, "forget erased an item that overwrote its own");
-    // Both orders happened: forgets that found their item, and forgets that came too late.
-    assert!(forgets > 0 && forgets < 2 * rounds, "{forgets}");
+    // Both maps, in the even rounds: their forgets came before the overwrite.
+    assert_eq!(forgets, ROUNDS, "forgets that found their item");
 }
 
 /// The replicated case: every message is delivered twice, the copy exactly `x` messages late.
@@ -586,86 +574,124 @@ fn claims_of_the_same_ids_from_two_threads_commit_each_at_least_once_and_twice_o
     run("exact", &make(), &shared_slots(make, &ids));
 }
 
-/// The loom claim models' shapes on real threads, with one-bucket maps and the two threads
-/// released together by a spinning hand-off each round. The dropper claims `a_i` in two maps,
-/// signals, and drops both claims (processing failed), racing the other thread, which:
+/// The loom claim models' shapes on real threads, with one-bucket maps, in orders the test
+/// chooses. Another thread claims `a_i` in two maps and holds both claims (its processing
+/// fails); the test, in each map, claims and commits other ids, and has that thread drop its
+/// claim at a chosen step:
 ///
-/// - in the first map, claims `b_i` (overwriting `a_i`) and commits it: `b_i` must survive (a
-///   drop never erases another id's commit);
-/// - in the second map, claims `b_i`, commits, then claims `a_i` again (the map forgot it) and
-///   commits: in the exact map `a_i` must survive (a drop forgets only its own entry); in the
-///   fingerprint map the drop may erase it (the documented limit of `Claim`), counted, not
-///   asserted.
+/// - in the first map the test claims `b_i` (overwriting `a_i`) and commits it; the drop comes
+///   before the claim, between the claim and the commit, or after the commit (round `i % 3`).
+///   `b_i` must survive: a drop never erases another id's commit;
+/// - in the second map the test claims `b_i`, commits, then claims `a_i` again (the map forgot
+///   it) and commits; the drop comes at one of the five steps (round `i % 5`). In the exact map
+///   `a_i` must survive (a drop forgets only its own entry); in the fingerprint map the drop
+///   erases it exactly when it comes after the second claim of `a_i` (the documented limit of
+///   `Claim`: the slot holds a fingerprint, not a claim), two rounds of five.
 ///
-/// Patched in by hand (three runs each of 1M rounds): a check-then-store drop in the fingerprint
-/// map erased `b_i` 203, 109 and 109 times; an exact drop that forgets by bytes instead of by
-/// entry erased the re-claimed `a_i` 69, 100 and 99 times. The real guards never do; the
-/// fingerprint map's documented limit erased the re-claimed `a_i` 1 to 355 times per run. The
-/// default run does 200K rounds per map (about 20 of those erasures expected), the stress run 1M.
+/// The interleavings inside a drop (a claim between its read and its write) are the loom
+/// models' (`loom-tests/overwrite.rs`: `fingerprint_dropped_claim_never_erases_another_items_commit`,
+/// `reclaim_after_an_overwrite` and their twins). Checked to fail: a drop that clears the slot
+/// whatever it holds erases `b_i`; an exact drop that forgets by bytes instead of by entry
+/// erases the second claim of `a_i`.
 #[test]
 fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own() {
-    dropped_claims_racing_other_claims(200_000);
-}
-
-/// The same for 1M rounds per map (about 25 s on an idle core pair, minutes on a busy one).
-#[test]
-#[ignore = "stress: 2 x 1M spinning hand-offs; run with --ignored (CI does)"]
-fn dropped_claims_racing_other_claims_never_erase_a_commit_they_do_not_own_in_1m_rounds() {
-    dropped_claims_racing_other_claims(1_000_000);
-}
-
-fn dropped_claims_racing_other_claims(rounds: u64) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    fn run<M: Claims>(rounds: u64, name: &str, make: impl Fn() -> M) -> (u64, u64) {
+    use std::sync::mpsc::channel;
+    const ROUNDS: u64 = 600;
+    fn run<M: Claims>(name: &str, make: impl Fn() -> M) -> (u64, u64, u64) {
         let (other_id, reclaim) = (make(), make());
-        let (claimed, dropped, checked) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-        let (lost_other, lost_reclaim) = std::thread::scope(|s| {
-            s.spawn(|| {
-                for i in 0..rounds {
-                    let a = 2 * i;
-                    wait_for(&checked, i); // the previous round's ids are checked
-                    let signal = || claimed.store(i + 1, Ordering::Release);
-                    // Both claims live at the signal; dropped (forgotten) right after it.
-                    other_id.handle(a, &mut || {
-                        reclaim.handle(a, &mut || {
-                            signal();
+        let (claim, to_claim) = channel::<u64>();
+        let (drop_next, to_drop) = channel::<()>();
+        let (done, steps) = channel::<&str>();
+        let (other_id, reclaim) = (&other_id, &reclaim);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let wait_for_drop = || to_drop.recv().expect("the test hung up");
+                for a in to_claim {
+                    // Both claims live until the test asks; dropped (forgotten) inner first.
+                    let outer = other_id.handle(a, &mut || {
+                        let inner = reclaim.handle(a, &mut || {
+                            done.send("claimed").unwrap();
+                            wait_for_drop();
                             false
                         });
+                        assert_eq!(inner, Some(false), "{name}: a claimed in the second map");
+                        done.send("dropped").unwrap();
+                        wait_for_drop();
                         false
                     });
-                    dropped.store(i + 1, Ordering::Release);
+                    assert_eq!(outer, Some(false), "{name}: a claimed in the first map");
+                    done.send("dropped").unwrap();
                 }
             });
-            let (mut lost_other, mut lost_reclaim) = (0u64, 0u64);
-            for i in 0..rounds {
+            let step = |expected: &str| {
+                let got = steps.recv_timeout(HANG).expect("the claiming thread hung");
+                assert_eq!(got, expected, "{name}");
+            };
+            let drop_a = || {
+                drop_next.send(()).unwrap();
+                step("dropped");
+            };
+            let (mut lost_other, mut lost_reclaim, mut late_drops) = (0u64, 0u64, 0u64);
+            for i in 0..ROUNDS {
                 let (a, b) = (2 * i, 2 * i + 1);
-                wait_for(&claimed, i + 1);
-                assert_eq!(other_id.handle(b, &mut || true), Some(true), "{name}");
-                assert_eq!(reclaim.handle(b, &mut || true), Some(true), "{name}");
-                assert_eq!(reclaim.handle(a, &mut || true), Some(true), "{name}");
-                wait_for(&dropped, i + 1);
+                claim.send(a).unwrap();
+                step("claimed");
+                let commit = |map: &M, id: u64, drop_first: bool| {
+                    let got = map.handle(id, &mut || {
+                        if drop_first {
+                            drop_a();
+                        }
+                        true
+                    });
+                    assert_eq!(got, Some(true), "{name}: round {i}, id {id}");
+                };
+                // The second map: the drop before step `i % 5` of claim b, commit b, claim a,
+                // commit a (5: after them all).
+                let at = i % 5;
+                if at == 0 {
+                    drop_a();
+                }
+                commit(reclaim, b, at == 1);
+                if at == 2 {
+                    drop_a();
+                }
+                commit(reclaim, a, at == 3);
+                if at == 4 {
+                    drop_a();
+                }
+                late_drops += u64::from(at >= 3);
+                // The first map: the drop before step `i % 3` of claim b, commit b.
+                let at = i % 3;
+                if at == 0 {
+                    drop_a();
+                }
+                commit(other_id, b, at == 1);
+                if at == 2 {
+                    drop_a();
+                }
                 lost_other += u64::from(!other_id.contains_id(b));
                 lost_reclaim += u64::from(!reclaim.contains_id(a));
-                checked.store(i + 1, Ordering::Release);
             }
-            (lost_other, lost_reclaim)
-        });
-        eprintln!(
-            "{name}: {rounds} rounds; another id's commit erased {lost_other} times, a later \
-             commit of the same id erased {lost_reclaim} times"
-        );
-        (lost_other, lost_reclaim)
+            drop(claim);
+            eprintln!(
+                "{name}: {ROUNDS} rounds; another id's commit erased {lost_other} times, a later \
+                 commit of the same id erased {lost_reclaim} times ({late_drops} drops after it)"
+            );
+            (lost_other, lost_reclaim, late_drops)
+        })
     }
-    let (lost_other, _) = run(rounds, "fingerprint", || {
-        OverwriteMap::with_buckets(1).unwrap()
-    });
+    let (lost_other, lost_reclaim, late_drops) =
+        run("fingerprint", || OverwriteMap::with_buckets(1).unwrap());
     assert_eq!(
         lost_other, 0,
         "fingerprint: a drop erased another id's commit"
     );
-    let (lost_other, lost_reclaim) = run(rounds, "exact", || {
-        ExactOverwriteMap::with_buckets(1).unwrap()
-    });
+    assert_eq!(
+        lost_reclaim, late_drops,
+        "fingerprint: the documented limit, exactly when the drop comes after the second claim"
+    );
+    let (lost_other, lost_reclaim, _) =
+        run("exact", || ExactOverwriteMap::with_buckets(1).unwrap());
     assert_eq!(lost_other, 0, "exact: a drop erased another id's commit");
     assert_eq!(
         lost_reclaim, 0,

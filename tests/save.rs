@@ -6,10 +6,9 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use seen::{AtomicBloomFilter, Error};
 
@@ -195,17 +194,30 @@ fn save_by_root_keeps_the_owner_of_the_file_it_replaces() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A process that lives until the test drops it: `cat` reading a pipe that the test holds
+/// open (and kills on drop).
+fn live_process() -> Killed {
+    Killed(
+        Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// What crashed saves of `state.seen` left is removed by its next save: a temporary file of
 /// a process that is gone, and one with this process's ID that no save here is writing (an
 /// earlier process had the ID, as every run in a container may). Kept: the temporary file of
-/// a live process, and anything not named as a temporary file of exactly this target.
+/// a live process (one that lives until the test ends, however long it takes), and anything
+/// not named as a temporary file of exactly this target.
 #[test]
 fn the_next_save_removes_stale_temps_of_its_target_and_nothing_else() {
     let dir = scratch("stale");
     let path = dir.join("state.seen");
     holding("old").save(&path).unwrap();
     let (dead, me) = (dead_pid(), std::process::id());
-    let live = Killed(Command::new("sleep").arg("60").spawn().unwrap());
+    let live = live_process();
     let live_pid = live.0.id();
     let stale = [
         format!(".state.seen.{dead}-0.tmp"),
@@ -257,101 +269,230 @@ fn the_next_save_removes_stale_temps_of_its_target_and_nothing_else() {
 
 /// Threads of one process save one file at once, again and again: no save removes another's
 /// temporary file (each would then fail to rename it), each leaves none, and a stale one
-/// with this process's ID, from an earlier process, is removed.
+/// with this process's ID, from an earlier process, is removed. Whether two saves overlap here
+/// is the scheduler's; the next test makes them.
 #[test]
 fn concurrent_saves_keep_each_others_temps() {
     let dir = scratch("concurrent");
     let path = dir.join("state.seen");
     let stale = format!(".state.seen.{}-9.tmp", std::process::id());
     fs::write(dir.join(&stale), b"partial").unwrap();
-    // 4 MB: long enough to write that the saves overlap.
+    // 4 MB: long enough to write that the saves may overlap.
     let filter = AtomicBloomFilter::builder(3_000_000)
         .fpr(0.01)
         .build()
         .unwrap();
     filter.insert("k");
-    let (saving, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
                 for _ in 0..10 {
-                    let now = saving.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
                     filter.save(&path).unwrap();
-                    saving.fetch_sub(1, Ordering::SeqCst);
                 }
             });
         }
     });
-    assert!(most.into_inner() >= 2, "the saves never overlapped");
     assert!(holds(&path, "k"));
     assert_eq!(files_in(&dir), ["state.seen"]);
     fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Set in the child process of the next test: the file it saves to, again and again.
+/// Four threads of one process save one file, and meet at the `save.temp.created` pause point
+/// (each has created its temporary file, none has yet looked for stale ones): the four
+/// temporary files exist side by side. Released, each save removes the stale file with this
+/// process's ID, keeps the three others' files, and renames its own: every save succeeds and
+/// none leaves a file. Three rounds. Checked to fail: a save that removes every temporary file
+/// of its target with this process's ID but its own (no account of the saves in progress)
+/// makes the others' renames fail.
+#[cfg(feature = "failpoints")]
+#[test]
+fn saves_paused_together_keep_each_others_temps() {
+    use std::sync::{Arc, Barrier};
+    const SAVERS: usize = 4;
+    let dir = scratch("paused");
+    let path = dir.join("state.seen");
+    let me = std::process::id();
+    let filter = holding("k");
+    for round in 0..3 {
+        let stale = format!(".state.seen.{me}-{}.tmp", 1000 + round);
+        fs::write(dir.join(&stale), b"partial").unwrap();
+        // The savers and the test meet here: once every temporary file exists, and once the
+        // test has listed them.
+        let met = Arc::new(Barrier::new(SAVERS + 1));
+        let listed = std::thread::scope(|s| {
+            for _ in 0..SAVERS {
+                let filter = &filter;
+                let (path, met) = (&path, Arc::clone(&met));
+                s.spawn(move || {
+                    let _armed = seen::failpoints::arm(move |point| {
+                        if point == "save.temp.created" {
+                            met.wait();
+                            met.wait();
+                        }
+                    });
+                    filter.save(path).unwrap();
+                });
+            }
+            met.wait();
+            let listed = files_in(&dir);
+            met.wait();
+            listed
+        });
+        let temps: Vec<&String> = listed
+            .iter()
+            .filter(|n| n.starts_with(&format!(".state.seen.{me}-")) && **n != stale)
+            .collect();
+        assert_eq!(temps.len(), SAVERS, "round {round}: {listed:?}");
+        assert!(temps.iter().all(|n| n.ends_with(".tmp")), "{listed:?}");
+        assert!(listed.contains(&stale), "{listed:?}");
+        assert!(holds(&path, "k"));
+        assert_eq!(files_in(&dir), ["state.seen"], "round {round}");
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Set in the child process of the next tests: the file it saves to.
 const CHILD_SAVES_TO: &str = "SEEN_TEST_CHILD_SAVES_TO";
 
-/// A process saving a large filter is killed with SIGKILL midway: it leaves its temporary
-/// file, and the next save of the same file, from another process, removes it. The child is
-/// this test binary, run again for this test alone, which then saves in a loop.
+/// A filter of 24 MB holding "child": what the child processes save.
+fn large() -> AtomicBloomFilter {
+    let filter = AtomicBloomFilter::builder(20_000_000)
+        .fpr(0.01)
+        .build()
+        .unwrap();
+    filter.insert("child");
+    filter
+}
+
+/// The temporary files in `dir` of the process `pid`.
+fn temps_of(dir: &Path, pid: u32) -> Vec<String> {
+    files_in(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(&format!(".state.seen.{pid}-")) && n.ends_with(".tmp"))
+        .collect()
+}
+
+/// A process saving a large filter is stopped midway by the kernel: its file size limit
+/// (`ulimit -f`, 1 MiB or 2 MiB as the shell counts blocks; no core file) ends it with `SIGXFSZ` on the
+/// write that would pass it. It leaves its partial temporary file, and the next save of the
+/// same file, from another process, removes it. The child is this test binary, run again for
+/// this test alone under the limit.
 #[test]
 fn a_save_killed_midway_leaves_a_temp_that_the_next_save_removes() {
     if let Some(path) = std::env::var_os(CHILD_SAVES_TO) {
-        // 24 MB, so that most of each save is spent writing.
-        let filter = AtomicBloomFilter::builder(20_000_000)
-            .fpr(0.01)
-            .build()
-            .unwrap();
-        filter.insert("child");
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(60) {
-            filter.save(&path).unwrap();
-        }
-        return;
+        large().save(&path).unwrap();
+        unreachable!("the save passed the file size limit");
     }
     let dir = scratch("killed");
     let path = dir.join("state.seen");
     holding("old").save(&path).unwrap();
-    let is_temp = |name: &str| name.starts_with(".state.seen.") && name.ends_with(".tmp");
-    let mut left = None;
-    for _ in 0..10 {
-        let mut child = Killed(
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "a_save_killed_midway_leaves_a_temp_that_the_next_save_removes",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_SAVES_TO, &path)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        // Kill it once its temporary file has some bytes.
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            let writing = fs::read_dir(&dir).unwrap().flatten().any(|e| {
-                is_temp(&e.file_name().to_string_lossy())
-                    && e.metadata().is_ok_and(|m| m.len() > 1 << 20)
-            });
-            if writing {
+    let mut child = Killed(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -c 0 && ulimit -f 2048 && exec \"$0\" --exact \"$1\" --test-threads=1")
+            .arg(std::env::current_exe().unwrap())
+            .arg("a_save_killed_midway_leaves_a_temp_that_the_next_save_removes")
+            .env(CHILD_SAVES_TO, &path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc_sigxfsz()), "{status}");
+    let left = temps_of(&dir, child.0.id());
+    assert_eq!(left.len(), 1, "{:?}", files_in(&dir));
+    let size = fs::metadata(dir.join(&left[0])).unwrap().len();
+    assert!((1 << 20..=2 << 20).contains(&size), "{size}");
+    assert!(holds(&path, "old"));
+    holding("after").save(&path).unwrap();
+    assert!(holds(&path, "after"));
+    assert_eq!(files_in(&dir), ["state.seen"]);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `SIGXFSZ`: 25 on Linux; elsewhere the value of the system's `kill -l XFSZ`.
+fn libc_sigxfsz() -> i32 {
+    if cfg!(target_os = "linux") {
+        return 25;
+    }
+    let out = Command::new("sh")
+        .args(["-c", "kill -l XFSZ"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The line a child of the next test prints once paused, before the test kills it.
+#[cfg(feature = "failpoints")]
+const PAUSED: &str = "paused at save.temp.written";
+
+/// A process is killed (SIGKILL) at a chosen step of its save: it has written the whole file
+/// to its temporary file and not yet renamed it (the `save.temp.written` pause point, where
+/// the child prints a line and waits). It leaves that temporary file, holding the whole
+/// filter, and the target as it was; the next save of the same file, from another process,
+/// removes it. The child is this test binary, run again for this test alone.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_save_killed_before_its_rename_leaves_a_temp_that_the_next_save_removes() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::time::Duration;
+    if let Some(path) = std::env::var_os(CHILD_SAVES_TO) {
+        let _armed = seen::failpoints::arm(|point| {
+            if point == "save.temp.written" {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{PAUSED}").unwrap();
+                out.flush().unwrap();
+                // Until the test kills this process (or, should the test itself die, closes
+                // the pipe).
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+                std::process::exit(1);
+            }
+        });
+        large().save(&path).unwrap();
+        unreachable!("the save went past its pause point");
+    }
+    let dir = scratch("paused-kill");
+    let path = dir.join("state.seen");
+    holding("old").save(&path).unwrap();
+    let mut child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_save_killed_before_its_rename_leaves_a_temp_that_the_next_save_removes",
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env(CHILD_SAVES_TO, &path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (line, paused) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if l.ends_with(PAUSED) {
+                let _ = line.send(());
                 break;
             }
-            std::thread::sleep(Duration::from_millis(1));
         }
-        child.0.kill().unwrap();
-        child.0.wait().unwrap();
-        let pid = child.0.id();
-        left = files_in(&dir)
-            .into_iter()
-            .find(|n| n.starts_with(&format!(".state.seen.{pid}-")));
-        if left.is_some() {
-            break; // else the kill came between two saves: again
-        }
-    }
-    let left = left.expect("no kill came during a save");
-    assert!(is_temp(&left), "{left}");
+    });
+    paused
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the child never reached save.temp.written");
+    child.0.kill().unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status}");
+    let left = temps_of(&dir, child.0.id());
+    assert_eq!(left.len(), 1, "{:?}", files_in(&dir));
+    // The whole filter, not renamed.
+    let mut whole = Vec::new();
+    large().write_to(&mut whole).unwrap();
+    assert_eq!(fs::read(dir.join(&left[0])).unwrap(), whole);
+    assert!(holds(&path, "old"));
     holding("after").save(&path).unwrap();
     assert!(holds(&path, "after"));
     assert_eq!(files_in(&dir), ["state.seen"]);

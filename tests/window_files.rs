@@ -418,47 +418,137 @@ fn a_window_at_the_last_generation_rotates_no_more_and_saves_a_file_that_loads()
     WindowedBloomFilter::read_from(&window_bytes(&f)[..]).unwrap();
 }
 
+/// A writer for `write_to` that holds the save at its first write until the test releases it:
+/// says `started` then waits for `release` (or its hang-up). Keeps the bytes.
+struct HeldWriter {
+    started: Option<std::sync::mpsc::Sender<()>>,
+    release: std::sync::mpsc::Receiver<()>,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for HeldWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Some(started) = self.started.take() {
+            started.send(()).unwrap();
+            let _ = self.release.recv();
+        }
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A manual window, a save of it held at its first write (so holding the rotation lock), and
+/// the sender that releases it: runs `during` while the save is held, then joins it and
+/// returns what `during` returned and the saved file.
+fn while_a_save_is_held<R: Send>(
+    f: &WindowedBloomFilter,
+    during: impl FnOnce(std::sync::mpsc::Sender<()>) -> R + Send,
+) -> (R, Vec<u8>) {
+    use std::sync::mpsc::channel;
+    let (started, save_started) = channel();
+    let (release, held) = channel();
+    std::thread::scope(|s| {
+        let saver = s.spawn(move || {
+            let mut out = HeldWriter {
+                started: Some(started),
+                release: held,
+                bytes: Vec::new(),
+            };
+            f.write_to(&mut out).unwrap();
+            out.bytes
+        });
+        save_started
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the save never wrote");
+        let r = during(release);
+        (r, saver.join().unwrap())
+    })
+}
+
 /// `rotate()` during a save waits for the save and rotates: `None` means only "another thread
 /// rotated meanwhile (its rotation then stands for this one)", as its docs say. In manual mode
-/// nobody rotates later, so a rotation skipped for a save would be silently lost.
+/// nobody rotates later, so a rotation skipped for a save would be silently lost. The save is
+/// held at its first write (holding the rotation lock) while a thread calls `rotate()`; the
+/// test releases the save once that thread has found the lock held and is about to wait for it
+/// (the `sync.lock.wait` pause point, after `windowed.rotate.lock`): the rotation comes after
+/// the save, whose file is of generation 0. Checked to fail: a `rotate()` that only tries the
+/// lock, as the inserts' rotations do, returns `None` without waiting.
+#[cfg(feature = "failpoints")]
 #[test]
 fn a_rotate_during_a_save_waits_and_rotates() {
-    use std::io::Write;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct Slow(Arc<AtomicBool>);
-    impl Write for Slow {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.store(true, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(200));
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    let f = WindowedBloomFilter::builder(1000)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    f.insert("before");
+    enum Rotator {
+        AtLock,
+        Waits,
+        Returned(Option<u64>),
     }
-    let f = Arc::new(
-        WindowedBloomFilter::builder(1000)
-            .rotate_manually()
-            .build()
-            .unwrap(),
-    );
-    let started = Arc::new(AtomicBool::new(false));
-    let (g, s) = (Arc::clone(&f), Arc::clone(&started));
-    let saver = std::thread::spawn(move || g.write_to(Slow(s)).unwrap());
-    while !started.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
-    let r = f.rotate();
-    saver.join().unwrap();
-    eprintln!(
-        "rotate() during a save: {r:?}; generation after the save: {}",
-        f.generation()
-    );
-    assert!(
-        r.is_some() || f.generation() == 1,
-        "the rotation was dropped"
-    );
+    let ((r, steps), file) = while_a_save_is_held(&f, |release| {
+        std::thread::scope(|s| {
+            let (tell, told) = std::sync::mpsc::channel();
+            let f = &f;
+            s.spawn(move || {
+                let hook = tell.clone();
+                let _armed = seen::failpoints::arm(move |point| {
+                    let _ = hook.send(match point {
+                        "windowed.rotate.lock" => Rotator::AtLock,
+                        "sync.lock.wait" => Rotator::Waits,
+                        _ => return,
+                    });
+                });
+                let _ = tell.send(Rotator::Returned(f.rotate()));
+            });
+            let mut steps = Vec::new();
+            let r = loop {
+                match told.recv_timeout(Duration::from_secs(60)) {
+                    Ok(Rotator::AtLock) => steps.push("at the lock"),
+                    Ok(Rotator::Waits) => {
+                        steps.push("waits");
+                        // Held: what lets it through is the end of the save.
+                        release.send(()).unwrap();
+                    }
+                    Ok(Rotator::Returned(r)) => break r,
+                    Err(e) => panic!("rotate() neither waited nor returned: {e}"),
+                }
+            };
+            (r, steps)
+        })
+    });
+    assert_eq!(r, Some(1), "the rotation was dropped");
+    assert_eq!(steps, ["at the lock", "waits"]);
+    assert_eq!(f.generation(), 1);
+    let saved = WindowedBloomFilter::read_from(&file[..]).unwrap();
+    assert_eq!(saved.generation(), 0);
+    assert!(saved.contains("before"));
+}
+
+/// The same without the pause point: the save is held at its first write while a thread calls
+/// `rotate()`, and released right after that thread is spawned; whether the rotation reaches the lock
+/// before the save ends is the scheduler's (the test above decides it). Either way the
+/// rotation happens, and the save is of generation 0 or 1.
+#[test]
+fn a_rotate_racing_a_save_rotates() {
+    let f = WindowedBloomFilter::builder(1000)
+        .rotate_manually()
+        .build()
+        .unwrap();
+    let (r, file) = while_a_save_is_held(&f, |release| {
+        std::thread::scope(|s| {
+            let rotator = s.spawn(|| f.rotate());
+            release.send(()).unwrap();
+            rotator.join().unwrap()
+        })
+    });
+    assert_eq!(r, Some(1), "the rotation was dropped");
+    assert_eq!(f.generation(), 1);
+    let saved = WindowedBloomFilter::read_from(&file[..]).unwrap();
+    assert!(saved.generation() <= 1);
 }
 
 /// A window's file, byte by byte as the format notes describe kind 5: the header's Bloom fields,

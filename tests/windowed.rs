@@ -12,7 +12,6 @@ use seen::clock::{Clock, ManualClock};
 use seen::sizing::window;
 use seen::{Error, Layout, WindowedBloomFilter};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -365,16 +364,25 @@ proptest! {
     }
 }
 
-/// Two threads insert the same keys (and each some of its own) while a third rotates as fast
-/// as it can. Checked, for every insert, with the generation read before it (`b`) and after
-/// it (`a`):
+/// Two threads insert the same keys (and each some of its own) while a third rotates. The
+/// three meet at a barrier every 32 shared keys (a step), and the rotator rotates once per
+/// step, right after the barrier, while the writers insert the step's keys: the rotations land
+/// among the inserts, and the test knows how many happened by every step. Checked, for every
+/// insert, with the generation read before it (`b`) and after it (`a`):
 /// - the same thread finds the item right after an insert that said "new", and again among
 ///   its last 256 new items every 64 keys, whenever the generation after that lookup is at
-///   most `b + G - 1` (the item is still live);
+///   most `b + G - 1` (the item is still live); and the schedule says when that must be so (a
+///   lookup fewer than `G - 1` steps after the insert: at most `G - 1` rotations), so the test
+///   also asserts that it was, and counts those lookups (at least one per new insert);
 /// - the other thread, handed the key through a mutex, finds it under the same condition;
 /// - two "new" for one key only if the two inserts are `G` or more generations apart
-///   (`max(a) - min(b) >= G`): exactly once within the window;
-/// - few keys that neither thread was told were new (only false positives can do that).
+///   (`max(a) - min(b) >= G`): exactly once within the window; with one rotation per step,
+///   every key's two inserts are within it;
+/// - few keys that neither thread was told were new (only false positives can do that: a
+///   generation holds one step's keys, about 100).
+///
+/// Checked to fail: a clearing that wipes the current generation instead of the spare loses
+/// keys within the window.
 #[test]
 fn inserts_racing_a_rotator_keep_the_retention_and_are_exactly_once() {
     racing_a_rotator::<4>();
@@ -388,30 +396,50 @@ fn inserts_racing_a_rotator_in_packed_blocks_keep_the_retention_and_are_exactly_
     racing_a_rotator::<9>();
 }
 
+/// What a writer of `racing_a_rotator` saw.
+#[derive(Default)]
+struct Lookups {
+    /// Lookups of a live key (by the generation) that missed it.
+    false_negatives: usize,
+    /// Lookups that the schedule puts within the window (all of them live by the generation).
+    scheduled: usize,
+    /// Lookups that the schedule puts within the window but found the generation past it.
+    past_the_schedule: usize,
+    /// Inserts that said "new".
+    new: usize,
+}
+
 fn racing_a_rotator<const G: u32>() {
-    // The inserts also rotate, every 200 new items, into generations sized for 2,000: rotations
-    // every few microseconds, so many inserts straddle one.
+    const STEP: usize = 32;
     let f = WindowedBloomFilter::builder(2_000)
         .periods(G - 1)
-        .rotate_after(200)
+        .rotate_manually()
         .build()
         .unwrap();
-    let shared = keys(40, 150_000);
-    let handed = Mutex::new(Vec::<(u64, u64)>::new());
-    let step = std::sync::Barrier::new(2);
-    let stop = AtomicBool::new(false);
-    let rotations = AtomicU64::new(0);
+    let shared = keys(40, 100_000);
+    let steps = shared.len().div_ceil(STEP) as u64;
+    // Handed over: the key, the generation before its insert, its step.
+    let handed = Mutex::new(Vec::<(u64, u64, usize)>::new());
+    let step = std::sync::Barrier::new(3);
     let run = |own_seed: u64| {
         let own = keys(own_seed, shared.len());
         let mut results = Vec::with_capacity(shared.len());
-        let mut false_negatives = 0usize;
+        let mut seen = Lookups::default();
         let mut recent = std::collections::VecDeque::with_capacity(256);
+        let mut look_up = |key: &u64, before: u64, inserted: usize, now: usize| {
+            let found = f.contains(key);
+            let live = f.generation() < before + u64::from(G);
+            if now - inserted + 1 < G as usize {
+                seen.scheduled += 1;
+                seen.past_the_schedule += usize::from(!live);
+            }
+            seen.false_negatives += usize::from(live && !found);
+        };
         for (i, (&k, &mine)) in shared.iter().zip(&own).enumerate() {
-            if i % 32 == 0 {
-                // Keep the two writers in step, so that they insert each shared key at
-                // nearly the same moment: the races exactly-once is about.
+            if i % STEP == 0 {
                 step.wait();
             }
+            let now = i / STEP;
             for key in [k, mine] {
                 let before = f.generation();
                 let new = f.insert(&key);
@@ -420,16 +448,14 @@ fn racing_a_rotator<const G: u32>() {
                     results.push((new, before, after));
                 }
                 if new {
+                    seen.new += 1;
                     if recent.len() == 256 {
                         recent.pop_front();
                     }
-                    recent.push_back((key, before));
-                    let found = f.contains(&key);
-                    if !found && f.generation() < before + u64::from(G) {
-                        false_negatives += 1;
-                    }
+                    recent.push_back((key, before, now));
+                    look_up(&key, before, now, now);
                     if i % 16 == 0 {
-                        handed.lock().unwrap().push((key, before));
+                        handed.lock().unwrap().push((key, before, now));
                     }
                 }
             }
@@ -438,56 +464,75 @@ fn racing_a_rotator<const G: u32>() {
                 // thread's last 256 new keys again.
                 let mut batch: Vec<_> = std::mem::take(&mut *handed.lock().unwrap());
                 batch.extend(recent.iter().copied());
-                for (key, before) in batch {
-                    let found = f.contains(&key);
-                    if !found && f.generation() < before + u64::from(G) {
-                        false_negatives += 1;
-                    }
+                for (key, before, inserted) in batch {
+                    look_up(&key, before, inserted, now);
                 }
             }
         }
-        (results, false_negatives)
+        (results, seen)
     };
-    let ((ra, fa), (rb, fb)) = std::thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                if f.rotate().is_some() {
-                    rotations.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+    let ((ra, sa), (rb, sb), rotated) = std::thread::scope(|s| {
+        let rotator = s.spawn(|| {
+            (0..steps)
+                .filter(|&e| {
+                    step.wait();
+                    f.rotate() == Some(e + 1)
+                })
+                .count() as u64
         });
         let a = s.spawn(|| run(41));
         let b = s.spawn(|| run(42));
-        let out = (a.join().unwrap(), b.join().unwrap());
-        stop.store(true, Ordering::Relaxed);
-        out
+        (
+            a.join().unwrap(),
+            b.join().unwrap(),
+            rotator.join().unwrap(),
+        )
     });
-    let rotations = rotations.load(Ordering::Relaxed);
-    let (mut both, mut neither, mut long) = (0usize, 0usize, 0usize);
+    let (mut both, mut neither, mut within) = (0usize, 0usize, 0usize);
     for ((na, ba, aa), (nb, bb, ab)) in ra.iter().zip(&rb) {
-        // Inserts that spanned G rotations or more: the documented exception's population.
-        long += usize::from(aa - ba >= u64::from(G)) + usize::from(ab - bb >= u64::from(G));
-        if *na && *nb {
-            if aa.max(ab) - ba.min(bb) < u64::from(G) {
-                both += 1;
-            }
-        } else if !*na && !*nb {
-            neither += 1;
+        if aa.max(ab) - ba.min(bb) < u64::from(G) {
+            within += 1;
+            both += usize::from(*na && *nb);
         }
+        neither += usize::from(!*na && !*nb);
     }
     eprintln!(
-        "{rotations} rotations; false negatives {fa} + {fb}; both new within the window {both}; \
-         neither new {neither} of {}; {long} inserts spanned {G} rotations or more",
+        "G = {G}: {rotated} rotations; lookups in the window by the schedule {} + {}, false \
+         negatives {} + {}; both new within the window {both}; neither new {neither} of {}",
+        sa.scheduled,
+        sb.scheduled,
+        sa.false_negatives,
+        sb.false_negatives,
         shared.len()
     );
-    assert!(rotations >= 100, "the rotator barely ran: {rotations}");
-    assert_eq!(fa + fb, 0, "false negatives within the retention");
+    assert_eq!(rotated, steps, "rotations that did not happen as scheduled");
+    assert_eq!(f.generation(), steps);
+    assert_eq!(
+        (sa.past_the_schedule, sb.past_the_schedule),
+        (0, 0),
+        "lookups the schedule puts in the window found it past"
+    );
+    // At least one lookup in the window per new insert (the one right after it); each thread's
+    // own keys are fresh, so new but for false positives.
+    for seen in [&sa, &sb] {
+        assert!(seen.scheduled >= seen.new);
+        assert!(seen.new >= shared.len() - fp_bound(shared.len(), 0.01));
+    }
+    assert_eq!(
+        sa.false_negatives + sb.false_negatives,
+        0,
+        "false negatives within the retention"
+    );
+    assert_eq!(
+        within,
+        shared.len(),
+        "pairs of inserts further apart than one rotation"
+    );
     assert_eq!(both, 0, "keys told new twice within the window");
-    // Keys new to neither thread are false positives, mostly from a generation that overfilled
-    // while the rotator was descheduled in the middle of clearing a chunk of the spare (no
-    // rotation publishes a half-cleared spare, so the inserts' own rotations wait for it too):
-    // counted, not asserted, since on a loaded machine that wait is long. The next test and
-    // loom check that racing inserts of a new key get at least one "new".
+    assert!(
+        neither <= fp_bound(shared.len(), 0.01),
+        "{neither} keys new to neither thread"
+    );
 }
 
 #[test]
@@ -507,11 +552,26 @@ fn the_sizing_is_what_the_filter_allocates() {
     );
 }
 
-/// Exactly once across rotations, in the tightest race real threads can make on two cores:
-/// two threads meet at a spin barrier before every key; one of them rotates, then both insert
-/// the key after a short pseudo-random spin (0 to 63 pause instructions), so that one insert
-/// often starts before the rotation is published and the other after it. Two "new" for one
-/// key are allowed only `G` or more generations apart.
+/// Exactly once across rotations, in orders the test chooses: for each key, thread `a` inserts
+/// it and the test's thread `b` rotates and inserts it, in one of five orders (round `i % 5`):
+///
+/// 0. `b` rotates first, then `a` inserts, then `b`;
+/// 1. `a` inserts, then `b` rotates and inserts;
+/// 2. `a` is held after its write (`windowed.insert.written`) while `b` rotates and inserts;
+/// 3. `a` is held before its write (`windowed.insert.writing`, its generation read) while `b`
+///    rotates and inserts: `a` then writes a generation that is no longer current;
+/// 4. as 3, and `b` rotates once more before `a` goes on: a generation became current and
+///    received the key while `a` was held.
+///
+/// Orders 2 to 4 need the pause points (the `failpoints` feature); without it the rounds take
+/// orders 0 and 1. One "new" per key (two only `G` or more generations apart, which these
+/// orders never reach), and the pairs that straddle a rotation are exactly the rounds of
+/// orders 1 to 4. These are the loom models' interleavings (`loom-tests/windowed.rs`,
+/// `racing_inserts_across_a_rotation_...` and `..._two_rotations_...`) on real threads with a
+/// large `G`. Checked to fail: an insert that takes its first write's answer, ignoring the
+/// rotation (`twin!(IgnoreRotation)` built in), is new twice in every round of order 3 and 4;
+/// one that skips the generations that became current meanwhile (`SkipBecameCurrent`), in
+/// every round of order 4.
 #[test]
 fn two_threads_inserting_one_key_at_once_across_rotations_get_one_new() {
     one_key_at_once::<15>();
@@ -524,43 +584,101 @@ fn two_threads_inserting_one_key_at_once_in_packed_blocks_get_one_new() {
     one_key_at_once::<9>();
 }
 
+/// What thread `a` of `one_key_at_once` says: held at its pause point, or done.
+#[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+enum Insert {
+    Held,
+    Done(bool, u64, u64),
+}
+
 fn one_key_at_once<const G: u32>() {
-    let f = WindowedBloomFilter::builder(64)
+    use std::sync::mpsc::channel;
+    const HANG: Duration = Duration::from_secs(60);
+    let orders: u64 = if cfg!(feature = "failpoints") { 5 } else { 2 };
+    let f = &WindowedBloomFilter::builder(64)
         .periods(G - 1)
         .rotate_manually()
         .build()
         .unwrap();
-    let k = keys(50, 40_000);
-    let arrived = AtomicU64::new(0);
-    let run = |rotates: bool| {
-        let mut out = Vec::with_capacity(k.len());
-        for (i, key) in k.iter().enumerate() {
-            arrived.fetch_add(1, Ordering::AcqRel);
-            let mut spins = 0u32;
-            while arrived.load(Ordering::Acquire) < 2 * (i as u64 + 1) {
-                spins += 1;
-                if spins.is_multiple_of(256) {
-                    std::thread::yield_now();
-                }
-                std::hint::spin_loop();
+    let k = keys(50, 1_000);
+    // Thread `a` inserts each key it is sent, held at the pause point sent with it, if any.
+    let (insert, to_insert) = channel::<(u64, Option<&'static str>)>();
+    let (said, hears) = channel::<Insert>();
+    let (release, held) = channel::<()>();
+    let (a, b, straddling) = std::thread::scope(|s| {
+        s.spawn(move || {
+            let pause_at = std::rc::Rc::new(std::cell::Cell::new(None::<&str>));
+            #[cfg(feature = "failpoints")]
+            let _armed = {
+                let (pause_at, said) = (pause_at.clone(), said.clone());
+                seen::failpoints::arm(move |point| {
+                    if pause_at.get() == Some(point) {
+                        pause_at.set(None);
+                        said.send(Insert::Held).unwrap();
+                        held.recv().unwrap();
+                    }
+                })
+            };
+            #[cfg(not(feature = "failpoints"))]
+            let _ = &held;
+            for (key, pause) in to_insert {
+                pause_at.set(pause);
+                let before = f.generation();
+                let new = f.insert(&key);
+                said.send(Insert::Done(new, before, f.generation()))
+                    .unwrap();
             }
-            if rotates {
-                f.rotate();
-            }
-            let delay = (key >> (if rotates { 0 } else { 6 })) & 63;
-            for _ in 0..delay {
-                std::hint::spin_loop();
-            }
+        });
+        let hear = || hears.recv_timeout(HANG).expect("thread a hung");
+        let b_insert = |key: &u64| {
             let before = f.generation();
             let new = f.insert(key);
-            out.push((new, before, f.generation()));
+            (new, before, f.generation())
+        };
+        let (mut a, mut b, mut straddling) = (Vec::new(), Vec::new(), 0);
+        for (i, key) in k.iter().enumerate() {
+            let order = i as u64 % orders;
+            let pause = match order {
+                2 => Some("windowed.insert.written"),
+                3 | 4 => Some("windowed.insert.writing"),
+                _ => None,
+            };
+            if order == 0 {
+                f.rotate().unwrap();
+            }
+            insert.send((*key, pause)).unwrap();
+            let mut heard = hear();
+            if order == 1 {
+                let Insert::Done(..) = heard else {
+                    panic!("held without a pause point")
+                };
+            } else if pause.is_some() {
+                // Held, unless the key was a false positive for `a` (then it is done already).
+                let was_held = matches!(heard, Insert::Held);
+                f.rotate().unwrap();
+                b.push(b_insert(key));
+                if order == 4 {
+                    f.rotate().unwrap();
+                }
+                if was_held {
+                    release.send(()).unwrap();
+                    heard = hear();
+                }
+            }
+            let Insert::Done(new, before, after) = heard else {
+                panic!("held twice")
+            };
+            a.push((new, before, after));
+            if order == 1 {
+                f.rotate().unwrap();
+            }
+            if order <= 1 {
+                b.push(b_insert(key));
+            }
+            straddling += usize::from(order >= 1);
         }
-        out
-    };
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| run(false));
-        let b = s.spawn(|| run(true));
-        (a.join().unwrap(), b.join().unwrap())
+        drop(insert);
+        (a, b, straddling)
     });
     let (mut both, mut neither, mut straddled) = (0, 0, 0);
     for ((na, ba, aa), (nb, bb, ab)) in a.iter().zip(&b) {
@@ -571,13 +689,11 @@ fn one_key_at_once<const G: u32>() {
         neither += usize::from(!*na && !*nb);
     }
     eprintln!(
-        "{} generations; {straddled} pairs straddled a rotation; {both} told new twice; {neither} new to neither",
+        "G = {G}, {orders} orders: {} generations; {straddled} pairs straddled a rotation; {both} \
+         told new twice; {neither} new to neither",
         f.generation()
     );
-    assert!(
-        straddled >= 1_000,
-        "too few inserts raced a rotation: {straddled}"
-    );
+    assert_eq!(straddled, straddling, "pairs that straddled a rotation");
     assert_eq!(both, 0, "keys told new twice within the window");
     // A generation holds a key or two (one rotation per key), so "seen" for a fresh key is a
     // false positive at a rate far below 1%.
@@ -646,13 +762,21 @@ fn the_window_is_send_sync_and_debug() {
     let _ = f.clock().now();
 }
 
-/// Same keys from two threads while a third rotates / maintains / saves / loads: the
-/// same thread's contains right after a `true` insert, and exactly-once within the window.
+/// Same keys from two threads while a third rotates / maintains / saves / loads: the same
+/// thread's contains right after a `true` insert, and exactly-once within the window.
 /// G = 1, 3, 9 (packed blocks of 10 words), 20 (21 words, past the unrolled tests) and 63;
-/// count mode, so inserts rotate too.
+/// count mode, so inserts rotate too. The three meet at a barrier every 256 keys (a step); in
+/// each step the third thread does one thing while the writers insert the step's keys: a save
+/// and load (every 8th step: the number of saves is exact), `maintain` (3 steps of 8) or
+/// `rotate` (4 of 8). A lookup right after an insert is checked when no rotation came between
+/// the insert and the lookup's end for more than `G - 1` generations; a rotation lies within
+/// at most one such span of each thread, so at most one check per rotation and thread is
+/// skipped: the test asserts that bound, so nearly all the lookups are checked whatever the
+/// scheduler does. Checked to fail: a clearing that wipes the current generation instead of
+/// the spare loses keys right after their insert.
 #[test]
 fn same_key_race_with_rotate_maintain_and_save() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    const STEP: usize = 256;
     for g in [1u32, 3, 9, 20, 63] {
         let f = WindowedBloomFilter::builder(2_000)
             .periods(g - 1)
@@ -660,20 +784,21 @@ fn same_key_race_with_rotate_maintain_and_save() {
             .build()
             .unwrap();
         let ks = keys(500 + u64::from(g), 200_000);
-        let stop = AtomicBool::new(false);
-        let (res, saves) = std::thread::scope(|s| {
+        let steps = ks.len().div_ceil(STEP);
+        let step = std::sync::Barrier::new(3);
+        let (res, (saves, older)) = std::thread::scope(|s| {
             let admin = s.spawn(|| {
-                let mut saves = 0u32;
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    i += 1;
+                let (mut saves, mut older) = (0usize, 0usize);
+                let mut out = Vec::new();
+                for i in 0..steps {
+                    step.wait();
                     match i % 8 {
                         0 => {
                             let e = f.generation();
-                            let mut out = Vec::new();
+                            out.clear();
                             f.write_to(&mut out).unwrap();
                             let l = WindowedBloomFilter::read_from(&out[..]).unwrap();
-                            assert!(l.generation() >= e);
+                            older += usize::from(l.generation() < e);
                             saves += 1;
                         }
                         1..=3 => {
@@ -684,44 +809,63 @@ fn same_key_race_with_rotate_maintain_and_save() {
                         }
                     }
                 }
-                saves
+                (saves, older)
             });
             let run = || {
                 let mut out = Vec::with_capacity(ks.len());
-                let mut fnr = 0u64;
-                for k in &ks {
+                let (mut fnr, mut checked, mut skipped) = (0u64, 0u64, 0u64);
+                for (i, k) in ks.iter().enumerate() {
+                    if i % STEP == 0 {
+                        step.wait();
+                    }
                     let b = f.generation();
                     let new = f.insert(k);
                     let a = f.generation();
                     if new {
                         let hit = f.contains(k);
                         let after = f.generation();
-                        if !hit && after < b + u64::from(g) {
-                            fnr += 1;
+                        if after < b + u64::from(g) {
+                            checked += 1;
+                            fnr += u64::from(!hit);
+                        } else {
+                            skipped += 1;
                         }
                     }
                     out.push((new, b, a));
                 }
-                (out, fnr)
+                (out, fnr, checked, skipped)
             };
             let t1 = s.spawn(run);
             let t2 = s.spawn(run);
             let r = (t1.join().unwrap(), t2.join().unwrap());
-            stop.store(true, Ordering::Relaxed);
             (r, admin.join().unwrap())
         });
-        let ((o1, f1), (o2, f2)) = res;
-        let mut twice = 0;
+        let ((o1, f1, c1, s1), (o2, f2, c2, s2)) = res;
+        let rotations = f.generation();
+        let (mut twice, mut neither) = (0, 0u64);
         for (x, y) in o1.iter().zip(&o2) {
             if x.0 && y.0 && x.2.max(y.2) - x.1.min(y.1) < u64::from(g) {
                 twice += 1;
             }
+            neither += u64::from(!x.0 && !y.0);
         }
         eprintln!(
-            "G = {g}: generation {}, saves {saves}, false negatives {} , two-new within the window {twice}",
-            f.generation(),
+            "G = {g}: generation {rotations}, saves {saves}, lookups checked {c1} + {c2} \
+             (skipped {s1} + {s2}), false negatives {}, two-new within the window {twice}",
             f1 + f2
         );
-        assert_eq!((f1 + f2, twice), (0, 0));
+        assert_eq!(saves, steps.div_ceil(8), "G = {g}");
+        assert_eq!(
+            older, 0,
+            "G = {g}: a save older than the generation before it"
+        );
+        assert_eq!((f1 + f2, twice), (0, 0), "G = {g}");
+        assert!(
+            s1 <= rotations && s2 <= rotations,
+            "G = {g}: {s1} + {s2} lookups skipped over {rotations} rotations"
+        );
+        // So the checks number at least the keys told new (all but `neither`), less two per
+        // rotation.
+        assert!(c1 + c2 + 2 * rotations + neither >= ks.len() as u64);
     }
 }

@@ -106,6 +106,15 @@ impl<T> TryMutex<T> {
     /// The data, waiting for the thread that holds it, if one does (for callers that must
     /// exclude the holder's work for a moment, like a save; never on an insert's path).
     pub(crate) fn lock(&self) -> TryGuard<'_, T> {
+        // With the pause points, a call that finds the mutex held says so before it waits (a
+        // test then knows that releasing the holder is what lets it through).
+        #[cfg(feature = "failpoints")]
+        match self.try_lock() {
+            Some(guard) => return guard,
+            None => {
+                failpoint!("sync.lock.wait");
+            }
+        }
         let guard = self
             .mutex
             .lock()

@@ -25,37 +25,39 @@ pub(crate) struct SameKeyRace {
     pub(crate) neither_new: usize,
     /// Keys that both threads were told were new.
     pub(crate) both_new: usize,
-    /// How many times `maintain` ran: once per meeting of the writers.
+    /// How many times `maintain` ran: once per step of the writers.
     pub(crate) maintenances: usize,
 }
 
+/// Keys per step of [`same_key_race`]: the two writers meet at a barrier before each step.
+pub(crate) const SAME_KEY_STEP: usize = 1024;
+
 /// Two threads insert the same `keys` at once, in the same order; after each `insert(k)` the
 /// same thread checks `contains(k)` and inserts `k` a second time (both must say "seen": the
-/// insert happened before them, on this thread). A third thread, when `maintain` is given,
-/// calls it once at each meeting of the writers (every [`MEET`] keys), racing their next
-/// inserts (compactions and snapshots racing the writes).
+/// insert happened before them, on this thread). The two meet at a barrier before every
+/// [`SAME_KEY_STEP`] keys, so that however busy the machine they work on the same keys at the
+/// same time (neither can finish before the other has started, nor run a step ahead); which
+/// instructions interleave within a step is the scheduler's (the exact interleavings are the
+/// loom models'). A third thread, when `maintain` is given, meets them too and calls it once a
+/// step, racing the step's inserts (compactions and snapshots racing the writes): a number of
+/// maintenances the test fixes, not the scheduler.
 pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     filter: &F,
     keys: &[u64],
     maintain: Option<&(dyn Fn() + Sync)>,
 ) -> SameKeyRace {
-    // The writers meet (with the maintainer, if any) every MEET keys: so they are never more
-    // than MEET keys apart, whatever the scheduler does (two threads that ran one after the
-    // other would race nothing), and the maintainer runs once per meeting, racing the next
-    // MEET inserts of both writers: a number of maintenances the test fixes, not the
-    // scheduler.
-    let meetings = keys.len().div_ceil(MEET);
-    let meet = std::sync::Barrier::new(2 + usize::from(maintain.is_some()));
+    let steps = keys.len().div_ceil(SAME_KEY_STEP);
+    let step = std::sync::Barrier::new(2 + usize::from(maintain.is_some()));
     let run = || {
         let mut new = Vec::with_capacity(keys.len());
         let (mut false_negatives, mut new_again) = (0, 0);
-        for (i, k) in keys.iter().enumerate() {
-            if i % MEET == 0 {
-                meet.wait();
+        for chunk in keys.chunks(SAME_KEY_STEP) {
+            step.wait();
+            for k in chunk {
+                new.push(filter.insert(k));
+                false_negatives += usize::from(!filter.contains(k));
+                new_again += usize::from(filter.insert(k));
             }
-            new.push(filter.insert(k));
-            false_negatives += usize::from(!filter.contains(k));
-            new_again += usize::from(filter.insert(k));
         }
         (new, false_negatives, new_again)
     };
@@ -64,8 +66,8 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
         let b = s.spawn(run);
         if let Some(maintain) = maintain {
             s.spawn(|| {
-                for _ in 0..meetings {
-                    meet.wait();
+                for _ in 0..steps {
+                    step.wait();
                     maintain();
                 }
             });
@@ -75,7 +77,7 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     let mut race = SameKeyRace {
         false_negatives: a.1 + b.1,
         new_again: a.2 + b.2,
-        maintenances: if maintain.is_some() { meetings } else { 0 },
+        maintenances: if maintain.is_some() { steps } else { 0 },
         ..SameKeyRace::default()
     };
     for (x, y) in a.0.iter().zip(&b.0) {
@@ -85,8 +87,44 @@ pub(crate) fn same_key_race<F: DedupFilter<u64> + Sync>(
     race
 }
 
-/// How many keys [`same_key_race`]'s writers insert between two meetings.
-pub(crate) const MEET: usize = 4096;
+/// A count that threads wait on without spinning (a mutex and a condition variable), so that
+/// a waiter does not take the time slice of the thread it waits for on a busy machine: the
+/// saves or unions done, which writers wait for before their last key.
+pub(crate) struct Count {
+    n: std::sync::Mutex<u64>,
+    changed: std::sync::Condvar,
+}
+
+impl Count {
+    pub(crate) const fn new() -> Self {
+        Self {
+            n: std::sync::Mutex::new(0),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// One more; returns the new count.
+    pub(crate) fn add(&self) -> u64 {
+        let mut n = self.n.lock().unwrap();
+        *n += 1;
+        self.changed.notify_all();
+        *n
+    }
+
+    /// Waits until the count is at least `n`; a hang detector, not a timing: the deadline is
+    /// minutes away.
+    pub(crate) fn wait_for(&self, n: u64) {
+        let guard = self.n.lock().unwrap();
+        let (guard, wait) = self
+            .changed
+            .wait_timeout_while(guard, std::time::Duration::from_secs(300), |count| {
+                *count < n
+            })
+            .unwrap();
+        drop(guard);
+        assert!(!wait.timed_out(), "waited 5 minutes for a count of {n}");
+    }
+}
 
 /// An iterator that claims a lower bound it does not reach (the batch operations must treat
 /// `size_hint` as a hint).

@@ -223,6 +223,7 @@ impl<H: ItemHasher, C: Clock> WindowedBloomFilter<H, C> {
         } else {
             loop {
                 let word = self.bits.word(base + self.slot(epoch));
+                failpoint!("windowed.insert.writing");
                 if word.fetch_or(mask, SeqCst) & mask == mask {
                     break false;
                 }

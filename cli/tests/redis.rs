@@ -45,6 +45,39 @@ fn is_subsequence(small: &[u8], big: &[u8]) -> bool {
         .all(|line| big.any(|l| l == line))
 }
 
+/// Fails unless run `run`'s output is a subsequence of `big` (the first occurrences of its
+/// input), naming the first line out of order, where it is in the output, and whether and
+/// where it occurs in `big` and in the run's whole `input`: what a failure needs to be read.
+fn assert_in_input_order(run: usize, out: &[u8], big: &[u8], input: &[u8]) {
+    if is_subsequence(out, big) {
+        return;
+    }
+    let lines = |b: &[u8]| -> Vec<Vec<u8>> {
+        b.split_inclusive(|&c| c == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let (out, big, input) = (lines(out), lines(big), lines(input));
+    let mut at = 0;
+    for (i, line) in out.iter().enumerate() {
+        match big[at..].iter().position(|l| l == line) {
+            Some(p) => at += p + 1,
+            None => {
+                let text = String::from_utf8_lossy(line);
+                let in_big = big.iter().position(|l| l == line);
+                let in_input: Vec<usize> =
+                    (0..input.len()).filter(|&j| input[j] == *line).collect();
+                panic!(
+                    "run {run}: output line {i} ({text:?}) is out of its input's order: first \
+                     occurrences hold it at {in_big:?} (the output had reached {at}), the input at \
+                     {in_input:?}; output has {} lines",
+                    out.len()
+                );
+            }
+        }
+    }
+}
+
 /// The issue's "Done when": two runs fed overlapping parts of one stream (records 0 to 60% and
 /// 40% to 100%, with repeats inside and across the parts), at once, one on one thread and one
 /// on three, print between them each distinct record exactly once, each run in its input's
@@ -121,8 +154,8 @@ fn two_runs_fed_overlapping_parts_print_each_distinct_record_once() {
         "{missing} distinct records printed by neither run"
     );
     // Each run prints its part's first occurrences, in order, less those the other printed.
-    assert!(is_subsequence(&outs[0].stdout, &first_occurrences(&first)));
-    assert!(is_subsequence(&outs[1].stdout, &first_occurrences(&second)));
+    assert_in_input_order(0, &outs[0].stdout, &first_occurrences(&first), &first);
+    assert_in_input_order(1, &outs[1].stdout, &first_occurrences(&second), &second);
 }
 
 /// A run on a name that holds keys drops every record whose key is there, and prints the new
@@ -519,8 +552,8 @@ fn windowed_runs_share_one_window_on_the_server() {
         missing <= 1,
         "{missing} distinct records printed by neither run"
     );
-    assert!(is_subsequence(&outs[0].stdout, &first_occurrences(&first)));
-    assert!(is_subsequence(&outs[1].stdout, &first_occurrences(&second)));
+    assert_in_input_order(0, &outs[0].stdout, &first_occurrences(&first), &first);
+    assert_in_input_order(1, &outs[1].stdout, &first_occurrences(&second), &second);
     // The keys are generations that expire on their own: within the window and a period and
     // a spare one (the library's expiry), never without one.
     let keys = generation_keys(&server, "window");

@@ -85,6 +85,11 @@ mod names;
 mod server;
 mod windowed;
 
+/// For the fuzz targets in `fuzz/` only: see the module's own documentation.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
 pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};

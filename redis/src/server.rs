@@ -41,6 +41,9 @@ struct Inner {
     timeout: Duration,
     idle: Mutex<Vec<SyncConnection>>,
     shared: tokio::sync::Mutex<Option<AsyncConnection>>,
+    /// The fuzz targets' server: canned replies in place of a connection ([`Server::run`]).
+    #[cfg(fuzzing)]
+    replay: Option<crate::fuzzing::Replay>,
 }
 
 enum Target {
@@ -166,7 +169,13 @@ impl Batch {
         self.cmds.is_empty()
     }
 
-    fn first_key(&self) -> &str {
+    /// The commands, in order.
+    #[cfg(fuzzing)]
+    pub(crate) fn commands(&self) -> &[Cmd] {
+        &self.cmds
+    }
+
+    pub(crate) fn first_key(&self) -> &str {
         self.keys
             .first()
             .map_or("(no key)", |&i| self.names[i].as_str())
@@ -261,8 +270,27 @@ impl Server {
                 timeout: DEFAULT_TIMEOUT,
                 idle: Mutex::new(Vec::new()),
                 shared: tokio::sync::Mutex::new(None),
+                #[cfg(fuzzing)]
+                replay: None,
             }),
         }
+    }
+
+    /// A server that connects nowhere and answers each request with the next of `replay`'s
+    /// replies, through the same checks as a real server's ([`Server::answered`]).
+    #[cfg(fuzzing)]
+    pub(crate) fn replaying(replay: crate::fuzzing::Replay) -> Self {
+        let client = Client::open("redis://127.0.0.1:1/").expect("a well-formed URL");
+        let mut server = Self::with_target(Target::Single(client));
+        std::sync::Arc::get_mut(&mut server.inner)
+            .expect("a new server is not shared")
+            .replay = Some(replay);
+        server
+    }
+
+    #[cfg(fuzzing)]
+    pub(crate) fn replay(&self) -> Option<&crate::fuzzing::Replay> {
+        self.inner.replay.as_ref()
     }
 
     fn check(&self) -> Result<(), Error> {
@@ -314,6 +342,14 @@ impl Server {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        #[cfg(fuzzing)]
+        if let Some(replay) = &self.inner.replay {
+            let replies = self.answered(batch, replay.next(batch)?);
+            if let Ok(replies) = &replies {
+                replay.log(batch, replies);
+            }
+            return replies;
+        }
         let idle = self
             .inner
             .idle
@@ -343,21 +379,14 @@ impl Server {
             }
         };
         match replies {
-            Ok(mut replies) => {
+            Ok(replies) => {
                 // A connection whose replies all arrived is in step: keep it.
                 self.inner
                     .idle
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(conn);
-                if replies.len() == batch.len()
-                    && let Some((again, at)) = batch.noscript(&replies)
-                {
-                    for (i, reply) in at.into_iter().zip(self.run(&again)?) {
-                        replies[i] = reply;
-                    }
-                }
-                batch.check(replies)
+                self.answered(batch, replies)
             }
             // Dropped: after a failure mid-pipeline, replies still in flight would be read as
             // the next request's.
@@ -375,6 +404,19 @@ impl Server {
                 Err(err)
             }
         }
+    }
+
+    /// The replies to `batch`, its scripts that answered `NOSCRIPT` sent again as `EVAL`,
+    /// checked ([`Batch::check`]).
+    fn answered(&self, batch: &Batch, mut replies: Vec<Value>) -> Result<Vec<Value>, Error> {
+        if replies.len() == batch.len()
+            && let Some((again, at)) = batch.noscript(&replies)
+        {
+            for (i, reply) in at.into_iter().zip(self.run(&again)?) {
+                replies[i] = reply;
+            }
+        }
+        batch.check(replies)
     }
 
     async fn connect_async(&self, key: &str) -> Result<AsyncConnection, Error> {

@@ -68,7 +68,12 @@ fuzz_target!(|data: &[u8]| {
             assert!(field.is_some() || missing == Missing::Print);
         }
         (Key::Field(n), Err(e)) if missing == Missing::Error && !e.contains("time") => {
-            assert!(record.split(|&b| b == *delimiter).nth(*n as usize - 1).is_none());
+            assert!(
+                record
+                    .split(|&b| b == *delimiter)
+                    .nth(*n as usize - 1)
+                    .is_none()
+            );
         }
         _ => {}
     }

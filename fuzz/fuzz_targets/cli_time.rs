@@ -55,7 +55,10 @@ fn keyer_of_time() -> Keyer {
 fuzz_target!(|data: &[u8]| {
     let parsed = parse_time(data);
     let Ok(text) = std::str::from_utf8(data) else {
-        assert!(parsed.is_err(), "bytes that are not UTF-8 are a time: {parsed:?}");
+        assert!(
+            parsed.is_err(),
+            "bytes that are not UTF-8 are a time: {parsed:?}"
+        );
         return;
     };
     let text = text.trim();
@@ -84,11 +87,13 @@ fuzz_target!(|data: &[u8]| {
     // A JSON record's time: as a number, and as the same text in a string.
     if let Ok(number) = serde_json::from_str::<serde_json::Number>(text) {
         let keyer = keyer_of_time();
-        let as_number = keyer.of(format!("{{\"t\":{number}}}").as_bytes()).map(|(_, t)| t);
-        let as_string = keyer.of(format!("{{\"t\":\"{text}\"}}").as_bytes()).map(|(_, t)| t);
-        if JSON_NUMBER_AND_STRING_TIMES_AGREE
-            && let (Ok(a), Ok(b)) = (&as_number, &as_string)
-        {
+        let as_number = keyer
+            .of(format!("{{\"t\":{number}}}").as_bytes())
+            .map(|(_, t)| t);
+        let as_string = keyer
+            .of(format!("{{\"t\":\"{text}\"}}").as_bytes())
+            .map(|(_, t)| t);
+        if JSON_NUMBER_AND_STRING_TIMES_AGREE && let (Ok(a), Ok(b)) = (&as_number, &as_string) {
             assert_eq!(a, b, "{text:?} as a JSON number and as a JSON string");
         }
     }

@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let server = seen_redis::fuzzing::server(session.resp, session.fit);
     let p = session.params;
-    let layout = if p & 1 == 0 { Layout::Word } else { Layout::Line };
+    let layout = if p & 1 == 0 {
+        Layout::Word
+    } else {
+        Layout::Line
+    };
     let capacity = [1, 100, 5000, 40][usize::from(p >> 1 & 3)];
     let builder = SharedBloomFilter::builder(NAME, capacity)
         .layout(layout)

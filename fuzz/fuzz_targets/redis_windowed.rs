@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let server = seen_redis::fuzzing::server(session.resp, session.fit);
     let p = session.params;
-    let layout = if p & 1 == 0 { Layout::Word } else { Layout::Line };
+    let layout = if p & 1 == 0 {
+        Layout::Word
+    } else {
+        Layout::Line
+    };
     let builder = SharedWindowedFilter::builder(NAME, [1, 100][usize::from(p >> 1 & 1)])
         .layout(layout)
         .periods([1, 2, 6, 0][usize::from(p >> 2 & 3)])

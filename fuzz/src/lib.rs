@@ -197,7 +197,12 @@ pub fn check_file<T: Loader>(file: &[u8]) {
             continue; // slow, and the same bytes as above
         }
         let deserialized = T::deserialize(file, as_sequence);
-        assert_eq!(deserialized.is_ok(), whole, "serde: {:?}", deserialized.err());
+        assert_eq!(
+            deserialized.is_ok(),
+            whole,
+            "serde: {:?}",
+            deserialized.err()
+        );
     }
     // The trusting load takes any hasher name (the retired one too) with the file's seed:
     // tried where `read_from` refused (it would load what `read_from` loads, at the same cost).
@@ -208,7 +213,10 @@ pub fn check_file<T: Loader>(file: &[u8]) {
     let mut saved = Vec::new();
     structure.write_to(&mut saved).expect("a save to memory");
     if whole && T::saves_as_read(file) {
-        assert!(saved == file, "saved differently from the file it was loaded from");
+        assert!(
+            saved == file,
+            "saved differently from the file it was loaded from"
+        );
     }
     structure.exercise();
     let again = T::read_from(&saved[..])

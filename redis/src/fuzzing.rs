@@ -52,7 +52,11 @@ pub fn server(resp: &[u8], fit: bool) -> Server {
 impl Replay {
     /// The replies to `batch`.
     pub(crate) fn next(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
-        let next = self.replies.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let next = self
+            .replies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
         let Some(value) = next else {
             let gone = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no more replies");
             return Err(Error::from_redis(batch.first_key(), gone.into()));
@@ -114,7 +118,11 @@ fn reply_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
         Value::Int(n) if ok(*n) => Ok(()),
         _ => Err("not an integer in range".to_owned()),
     };
-    match args.first().map(|name| name.to_ascii_uppercase()).as_deref() {
+    match args
+        .first()
+        .map(|name| name.to_ascii_uppercase())
+        .as_deref()
+    {
         Some(b"STRLEN") => int(&|n| n >= 0),
         Some(b"EXISTS") => int(&|n| n == 0 || n == 1),
         Some(b"GET" | b"SET") => match reply {
@@ -183,7 +191,8 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                 _ => None,
             };
             match reply {
-                Value::Array(parts) if parts.len() == 2 => match (part(&parts[0]), part(&parts[1])) {
+                Value::Array(parts) if parts.len() == 2 => match (part(&parts[0]), part(&parts[1]))
+                {
                     (Some(_), Some(micros)) if micros < 1_000_000 => Ok(()),
                     _ => Err("not seconds and microseconds".to_owned()),
                 },

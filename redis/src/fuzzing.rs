@@ -1,11 +1,12 @@
-//! For the fuzz targets in `fuzz/` only (compiled under `--cfg fuzzing`, which `cargo fuzz`
-//! passes; not part of the API): a [`Server`] that connects nowhere and answers each request
-//! with the next of a script of replies, so that a target drives the structures' public
-//! methods (create, open, insert, lookup, download, forget, claim) on whatever a hostile or
-//! broken server could send, through the same steps a real server's replies take
-//! ([`Server::run`]'s `NOSCRIPT` retry and checks, then each structure's own reading of the
-//! replies); and [`well_formed`], what a correct server's replies look like, so that a target
-//! can check that an answer never came from a malformed reply.
+//! For the fuzz targets in `fuzz/` (compiled under `--cfg fuzzing`, which `cargo fuzz` passes)
+//! and the unit tests (which replay what the fuzzer found); not part of the API: a [`Server`]
+//! that connects nowhere and answers each request with the next of a script of replies, so
+//! that a target drives the structures' public methods (create, open, insert, lookup,
+//! download, forget, claim) on whatever a hostile or broken server could send, through the
+//! same steps a real server's replies take ([`Server::run`]'s `NOSCRIPT` retry and checks,
+//! then each structure's own reading of the replies); and [`well_formed`], what a correct
+//! server's replies look like, so that a target can check that an answer never came from a
+//! malformed reply.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -222,6 +223,94 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                     Ok(())
                 }
                 _ => Err(format!("not {items} answers of 0 or 1")),
+            }
+        }
+    }
+}
+
+/// Replies that a fuzz target found answered (or panicked on), replayed on the public methods:
+/// each must be an error naming the key, never an answer.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+
+    fn int(n: i64) -> Vec<u8> {
+        format!(":{n}\r\n").into_bytes()
+    }
+
+    fn bulk(text: &str) -> Vec<u8> {
+        format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+    }
+
+    fn array(values: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", values.len()).into_bytes();
+        values.iter().for_each(|v| out.extend_from_slice(v));
+        out
+    }
+
+    const NIL: &[u8] = b"$-1\r\n";
+
+    /// A Bloom filter of one item's capacity (word layout: 8 blocks, 64 bytes, `k` 5), created
+    /// on a server whose next replies are `then`.
+    fn bloom(then: &[Vec<u8>]) -> (Server, SharedBloomFilter) {
+        let mut script = [NIL.to_vec(), array(&[int(0)])].concat();
+        then.iter().for_each(|r| script.extend_from_slice(r));
+        let server = server(&script, false);
+        let filter = SharedBloomFilter::builder("f", 1).create(&server).unwrap();
+        (server, filter)
+    }
+
+    fn is_corrupt<T: std::fmt::Debug>(result: Result<T, Error>) {
+        assert!(matches!(result, Err(Error::Corrupt { .. })), "{result:?}");
+    }
+
+    #[test]
+    fn a_bitfield_reply_with_more_values_than_fields_is_an_error() {
+        // The lookup reads one word: `STRLEN`, then `BITFIELD_RO` with one `GET`.
+        let (_, filter) = bloom(&[array(&[int(64), array(&[int(-1), int(0)])])]);
+        is_corrupt(filter.contains(&7u64));
+        let server = server(
+            &[
+                NIL.to_vec(),
+                int(9),
+                array(&[array(&[int(1), int(0), int(0)])]),
+            ]
+            .concat(),
+            false,
+        );
+        let map = SharedOverwriteMap::builder("m", 1).create(&server).unwrap();
+        is_corrupt(map.contains(&7u64));
+    }
+
+    #[test]
+    fn an_old_bit_that_is_neither_0_nor_1_is_an_error() {
+        // Item 7's five bits were all "2" before the write: not an answer of `SET u1`.
+        let (_, filter) = bloom(&[
+            array(&[int(64), array(&[int(0)])]),
+            array(&[array(&[int(2), int(2), int(2), int(2), int(2)]), int(64)]),
+        ]);
+        is_corrupt(filter.insert(&7u64));
+    }
+
+    /// `TIME` is seconds and microseconds below a million: more microseconds is not a time
+    /// (it panicked, adding past the end of a `Duration`, for the largest seconds); the largest
+    /// seconds are a time (day 213,503,982,334,601, with the default period of a day).
+    #[test]
+    fn a_server_time_past_the_end_of_durations_is_an_error_or_the_last_generation() {
+        let max = u64::MAX.to_string();
+        for (secs, micros, valid) in [
+            (max.as_str(), "999999", true),
+            ("1700000000", "1000000", false),
+            (max.as_str(), max.as_str(), false),
+        ] {
+            let time = array(&[array(&[bulk(secs), bulk(micros)])]);
+            let server = server(&[NIL.to_vec(), time].concat(), false);
+            let window = SharedWindowedFilter::builder("w", 1).create(&server);
+            if valid {
+                assert_eq!(window.unwrap().generation().unwrap(), u64::MAX / 86_400);
+            } else {
+                is_corrupt(window);
             }
         }
     }

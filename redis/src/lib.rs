@@ -85,8 +85,8 @@ mod names;
 mod server;
 mod windowed;
 
-/// For the fuzz targets in `fuzz/` only: see the module's own documentation.
-#[cfg(fuzzing)]
+/// For the fuzz targets in `fuzz/` and the unit tests only: see the module's own documentation.
+#[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
 

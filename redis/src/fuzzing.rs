@@ -283,14 +283,18 @@ mod tests {
         is_corrupt(map.contains(&7u64));
     }
 
+    /// An old value of `SET u1` that is not 0 was taken for a set bit: an empty array among
+    /// them (what `redis_bloom` found first) or a 2 answered "not new".
     #[test]
     fn an_old_bit_that_is_neither_0_nor_1_is_an_error() {
-        // Item 7's five bits were all "2" before the write: not an answer of `SET u1`.
-        let (_, filter) = bloom(&[
-            array(&[int(64), array(&[int(0)])]),
-            array(&[array(&[int(2), int(2), int(2), int(2), int(2)]), int(64)]),
-        ]);
-        is_corrupt(filter.insert(&7u64));
+        for odd in [array(&[]), int(2)] {
+            let old = [int(0), int(0), odd.clone(), odd.clone(), odd];
+            let (_, filter) = bloom(&[
+                array(&[int(64), array(&[int(0)])]),
+                array(&[array(&old), int(64)]),
+            ]);
+            is_corrupt(filter.insert(&7u64));
+        }
     }
 
     /// `TIME` is seconds and microseconds below a million: more microseconds is not a time

@@ -265,11 +265,23 @@ mod tests {
         assert!(matches!(result, Err(Error::Corrupt { .. })), "{result:?}");
     }
 
+    /// A `BITFIELD` reply's values were read by position, so one value too many went
+    /// unnoticed (`redis_windowed` found a description's text after a word's value).
     #[test]
     fn a_bitfield_reply_with_more_values_than_fields_is_an_error() {
         // The lookup reads one word: `STRLEN`, then `BITFIELD_RO` with one `GET`.
         let (_, filter) = bloom(&[array(&[int(64), array(&[int(-1), int(0)])])]);
         is_corrupt(filter.contains(&7u64));
+        // The window's lookup: `EXISTS`, then one word in each of 3 generations.
+        let time = array(&[array(&[bulk("1700000000"), bulk("0")])]);
+        let one = array(&[int(0)]);
+        let read = array(&[int(1), one.clone(), one, array(&[int(0), bulk("seen")])]);
+        let replies = server(&[NIL.to_vec(), time, read].concat(), false);
+        let window = SharedWindowedFilter::builder("w", 1)
+            .periods(1)
+            .create(&replies)
+            .unwrap();
+        is_corrupt(window.contains(&7u64));
         let server = server(
             &[
                 NIL.to_vec(),

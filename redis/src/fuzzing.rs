@@ -27,7 +27,8 @@ pub(crate) struct Replay {
 /// The most replies a script holds: every operation of a target takes a few.
 const MAX_REPLIES: usize = 64;
 
-/// A server whose replies are the RESP values of `resp`, in order: each request takes the next
+/// A server whose replies are the RESP values of `resp`, in order (for the blocking methods:
+/// the `_async` ones would try to connect, and fail): each request takes the next
 /// value, an array's elements being the replies to its commands (anything else, the one reply
 /// to a request of one command). With `fit`, a request's replies are cut or repeated to one per
 /// command, so that every reply gets past the count check. Once the values run out, a request

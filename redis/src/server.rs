@@ -41,7 +41,8 @@ struct Inner {
     timeout: Duration,
     idle: Mutex<Vec<SyncConnection>>,
     shared: tokio::sync::Mutex<Option<AsyncConnection>>,
-    /// The fuzz targets' server: canned replies in place of a connection ([`Server::run`]).
+    /// The fuzz targets' and unit tests' server: canned replies in place of a connection
+    /// ([`Server::run`]; the blocking methods only).
     #[cfg(any(test, fuzzing))]
     replay: Option<crate::fuzzing::Replay>,
 }

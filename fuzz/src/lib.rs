@@ -3,6 +3,7 @@
 //! checksums ([`repair_checksums`]).
 
 use std::io::Read;
+use std::path::Path;
 
 use seen::hash::StableHasher;
 use seen::{
@@ -20,6 +21,8 @@ pub trait Loader: Sized + std::fmt::Debug {
     fn read_trusting(input: impl Read, seed: u64) -> Result<Self, Error>;
     /// `import_chunks`.
     fn import_chunks(pieces: Vec<&[u8]>) -> Result<Self, Error>;
+    /// `load` of a file.
+    fn load(path: &Path) -> Result<Self, Error>;
     /// `Deserialize` (the `serde` feature) from a byte string, or from a sequence of bytes.
     fn deserialize(bytes: &[u8], as_sequence: bool) -> Result<Self, serde::de::value::Error>;
     /// `write_to`.
@@ -54,6 +57,9 @@ macro_rules! loader {
             }
             fn import_chunks(pieces: Vec<&[u8]>) -> Result<Self, Error> {
                 <$type>::import_chunks(pieces)
+            }
+            fn load(path: &Path) -> Result<Self, Error> {
+                <$type>::load(path)
             }
             fn deserialize(
                 bytes: &[u8],
@@ -177,11 +183,12 @@ pub fn check_loader<T: Loader>(data: &[u8]) {
     }
 }
 
-/// Every entry point that takes the bytes of a file: none panics (nor hangs, nor allocates
-/// far beyond the input: libFuzzer's `-malloc_limit_mb` and `-rss_limit_mb`); they agree on
-/// whether `file` is one whole file; and a structure that loads works (a lookup, an insert)
-/// and saves to a file that loads back and saves to the same bytes (to `file` itself where the
-/// format promises that: [`Loader::saves_as_read`]).
+/// Every entry point that takes the bytes of a file (`read_from`, `load` of them in a
+/// temporary file, `import_chunks`, `Deserialize`, `read_from_trusting_hasher`): none panics
+/// (nor hangs, nor allocates far beyond the input: libFuzzer's `-malloc_limit_mb` and
+/// `-rss_limit_mb`); they agree on whether `file` is one whole file; and a structure that
+/// loads works (a lookup, an insert) and saves to a file that loads back and saves to the
+/// same bytes (to `file` itself where the format promises that: [`Loader::saves_as_read`]).
 pub fn check_file<T: Loader>(file: &[u8]) {
     let mut input = file;
     let loaded = T::read_from(&mut input);
@@ -192,6 +199,12 @@ pub fn check_file<T: Loader>(file: &[u8]) {
     let pieces: Vec<&[u8]> = file.chunks(1 + file.len() % 61).collect();
     let imported = T::import_chunks(pieces);
     assert_eq!(imported.is_ok(), whole, "import_chunks: {imported:?}");
+    // `load` knows the file's length, so it checks it first and allocates the structure at
+    // once: another path than a stream's. One file per process, written over each time.
+    let path = std::env::temp_dir().join(format!("seen-fuzz-{}.seen", std::process::id()));
+    std::fs::write(&path, file).expect("a temporary file");
+    let from_file = T::load(&path);
+    assert_eq!(from_file.is_ok(), whole, "load: {:?}", from_file.err());
     for as_sequence in [false, true] {
         if as_sequence && file.len() > 4096 {
             continue; // slow, and the same bytes as above

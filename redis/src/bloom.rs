@@ -504,7 +504,7 @@ impl SharedBloomFilter {
                 for offset in offsets {
                     cmd.arg("GET").arg("i64").arg(offset);
                 }
-                batch.push(k, cmd);
+                batch.push_fields(k, cmd, offsets.len());
             }
         }
         let at = at
@@ -608,7 +608,8 @@ impl SharedBloomFilter {
         let mut written = Vec::new();
         // Per shard: its open command (fields so far) and its index among `cmds`.
         let mut open: Vec<Option<(usize, usize)>> = vec![None; self.keys.len()];
-        let mut cmds: Vec<(usize, Cmd)> = Vec::new();
+        // Per command: its shard, the command, and its fields.
+        let mut cmds: Vec<(usize, Cmd, usize)> = Vec::new();
         for (i, (item, words)) in items.iter().zip(words).enumerate() {
             let missing: u32 = item
                 .bits
@@ -627,11 +628,12 @@ impl SharedBloomFilter {
                 _ => {
                     let mut c = redis::cmd("BITFIELD");
                     c.arg(&self.keys[item.shard]);
-                    cmds.push((item.shard, c));
+                    cmds.push((item.shard, c, 0));
                     (cmds.len() - 1, 0)
                 }
             };
             open[item.shard] = Some((cmd, first + missing));
+            cmds[cmd].2 = first + missing;
             let c = &mut cmds[cmd].1;
             for (j, mask) in item.bits.masks().iter().enumerate() {
                 let mut bits = mask & !words[j];
@@ -650,7 +652,7 @@ impl SharedBloomFilter {
             });
         }
         let mut shard_key = vec![usize::MAX; self.keys.len()];
-        for (shard, _) in &cmds {
+        for (shard, _, _) in &cmds {
             if shard_key[*shard] == usize::MAX {
                 shard_key[*shard] = batch.key(&self.keys[*shard]);
             }
@@ -670,8 +672,8 @@ impl SharedBloomFilter {
             }
         }
         let commands = before + cmds.len();
-        for (shard, cmd) in cmds {
-            batch.push(shard_key[shard], cmd);
+        for (shard, cmd, fields) in cmds {
+            batch.push_fields(shard_key[shard], cmd, fields);
         }
         for &s in &shards {
             batch.push(shard_key[s], strlen(s));
@@ -738,7 +740,19 @@ impl SharedBloomFilter {
                     ),
                 ));
             };
-            new[w.item] = old.iter().any(|v| matches!(v, Value::Int(0)));
+            // Each old value of a `SET u1` is a bit: another value is no answer.
+            for v in old {
+                match v {
+                    Value::Int(0) => new[w.item] = true,
+                    Value::Int(1) => {}
+                    other => {
+                        return Err(Error::corrupt(
+                            &self.keys[items[w.item].shard],
+                            format!("BITFIELD SET u1 answered {other:?}"),
+                        ));
+                    }
+                }
+            }
         }
         Ok(new)
     }

@@ -85,6 +85,11 @@ mod names;
 mod server;
 mod windowed;
 
+/// For the fuzz targets in `fuzz/` and the unit tests only: see the module's own documentation.
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
 pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};

@@ -487,7 +487,8 @@ impl SharedOverwriteMap {
                         cmd.arg("GET").arg("i64").arg(item.offset);
                     }
                 }
-                batch.push(k, cmd);
+                // The guard's value, then one per item.
+                batch.push_fields(k, cmd, members.len() + 1);
             }
         }
         for (place, item) in at.iter_mut().zip(items) {

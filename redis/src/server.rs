@@ -41,6 +41,10 @@ struct Inner {
     timeout: Duration,
     idle: Mutex<Vec<SyncConnection>>,
     shared: tokio::sync::Mutex<Option<AsyncConnection>>,
+    /// The fuzz targets' and unit tests' server: canned replies in place of a connection
+    /// ([`Server::run`]; the blocking methods only).
+    #[cfg(any(test, fuzzing))]
+    replay: Option<crate::fuzzing::Replay>,
 }
 
 enum Target {
@@ -85,6 +89,9 @@ pub(crate) struct Batch {
     /// Per script pushed by [`push_script`](Batch::push_script): its command's index and the
     /// same invocation as `EVAL` (the script's text), for a server that answers `NOSCRIPT`.
     evals: Vec<(usize, Cmd)>,
+    /// Per command, for a `BITFIELD` pushed by [`push_fields`](Batch::push_fields): the
+    /// integers its reply must hold.
+    fields: Vec<Option<usize>>,
 }
 
 impl Batch {
@@ -102,6 +109,17 @@ impl Batch {
     pub(crate) fn push(&mut self, key: usize, cmd: Cmd) {
         self.cmds.push(cmd);
         self.keys.push(key);
+        self.fields.push(None);
+    }
+
+    /// Appends `cmd`, a `BITFIELD` or `BITFIELD_RO` on the key [`key`](Self::key) returned
+    /// with `fields` subcommands that answer (`GET`, `SET`, `INCRBY`): [`check`](Self::check)
+    /// refuses a reply that is not that many integers, so that a structure reads its values
+    /// only from a reply of the right shape (one value more or less is another command's reply,
+    /// or a broken server's, and no answer may come from it).
+    pub(crate) fn push_fields(&mut self, key: usize, cmd: Cmd, fields: usize) {
+        self.push(key, cmd);
+        self.fields[self.cmds.len() - 1] = Some(fields);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -166,13 +184,20 @@ impl Batch {
         self.cmds.is_empty()
     }
 
-    fn first_key(&self) -> &str {
+    /// The commands, in order.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn commands(&self) -> &[Cmd] {
+        &self.cmds
+    }
+
+    pub(crate) fn first_key(&self) -> &str {
         self.keys
             .first()
             .map_or("(no key)", |&i| self.names[i].as_str())
     }
 
-    /// The replies, checked: one per command, none an error reply.
+    /// The replies, checked: one per command, none an error reply, each `BITFIELD`'s as many
+    /// integers as it has fields ([`push_fields`](Self::push_fields)).
     fn check(&self, replies: Vec<Value>) -> Result<Vec<Value>, Error> {
         if replies.len() != self.cmds.len() {
             return Err(Error::corrupt(
@@ -183,6 +208,22 @@ impl Batch {
         for (i, reply) in replies.iter().enumerate() {
             if let Value::ServerError(err) = reply {
                 return Err(Error::from_reply(&self.names[self.keys[i]], err));
+            }
+        }
+        for (i, reply) in replies.iter().enumerate() {
+            let Some(fields) = self.fields[i] else {
+                continue;
+            };
+            match reply {
+                Value::Array(values)
+                    if values.len() == fields
+                        && values.iter().all(|v| matches!(v, Value::Int(_))) => {}
+                other => {
+                    return Err(Error::corrupt(
+                        &self.names[self.keys[i]],
+                        format!("BITFIELD of {fields} fields answered {other:?}"),
+                    ));
+                }
             }
         }
         Ok(replies)
@@ -261,8 +302,27 @@ impl Server {
                 timeout: DEFAULT_TIMEOUT,
                 idle: Mutex::new(Vec::new()),
                 shared: tokio::sync::Mutex::new(None),
+                #[cfg(any(test, fuzzing))]
+                replay: None,
             }),
         }
+    }
+
+    /// A server that connects nowhere and answers each request with the next of `replay`'s
+    /// replies, through the same checks as a real server's ([`Server::answered`]).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn replaying(replay: crate::fuzzing::Replay) -> Self {
+        let client = Client::open("redis://127.0.0.1:1/").expect("a well-formed URL");
+        let mut server = Self::with_target(Target::Single(client));
+        std::sync::Arc::get_mut(&mut server.inner)
+            .expect("a new server is not shared")
+            .replay = Some(replay);
+        server
+    }
+
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn replay(&self) -> Option<&crate::fuzzing::Replay> {
+        self.inner.replay.as_ref()
     }
 
     fn check(&self) -> Result<(), Error> {
@@ -314,6 +374,14 @@ impl Server {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        #[cfg(any(test, fuzzing))]
+        if let Some(replay) = &self.inner.replay {
+            let replies = self.answered(batch, replay.next(batch)?);
+            if let Ok(replies) = &replies {
+                replay.log(batch, replies);
+            }
+            return replies;
+        }
         let idle = self
             .inner
             .idle
@@ -343,21 +411,14 @@ impl Server {
             }
         };
         match replies {
-            Ok(mut replies) => {
+            Ok(replies) => {
                 // A connection whose replies all arrived is in step: keep it.
                 self.inner
                     .idle
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(conn);
-                if replies.len() == batch.len()
-                    && let Some((again, at)) = batch.noscript(&replies)
-                {
-                    for (i, reply) in at.into_iter().zip(self.run(&again)?) {
-                        replies[i] = reply;
-                    }
-                }
-                batch.check(replies)
+                self.answered(batch, replies)
             }
             // Dropped: after a failure mid-pipeline, replies still in flight would be read as
             // the next request's.
@@ -375,6 +436,19 @@ impl Server {
                 Err(err)
             }
         }
+    }
+
+    /// The replies to `batch`, its scripts that answered `NOSCRIPT` sent again as `EVAL`,
+    /// checked ([`Batch::check`]).
+    fn answered(&self, batch: &Batch, mut replies: Vec<Value>) -> Result<Vec<Value>, Error> {
+        if replies.len() == batch.len()
+            && let Some((again, at)) = batch.noscript(&replies)
+        {
+            for (i, reply) in at.into_iter().zip(self.run(&again)?) {
+                replies[i] = reply;
+            }
+        }
+        batch.check(replies)
     }
 
     async fn connect_async(&self, key: &str) -> Result<AsyncConnection, Error> {

@@ -497,14 +497,15 @@ fn after_time(name: &str, sent: Instant, replies: &[Value]) -> Result<Synced, Er
         Some(Value::Array(parts)) if parts.len() == 2 => number(&parts[0]).zip(number(&parts[1])),
         _ => None,
     };
-    let Some((secs, micros)) = parsed else {
+    // The microseconds of a second: more is no time (and could pass the end of a `Duration`).
+    let Some((secs, micros)) = parsed.filter(|&(_, micros)| micros < 1_000_000) else {
         return Err(Error::corrupt(
             &names::meta(name),
             format!("TIME answered {replies:?}"),
         ));
     };
     Ok(Synced {
-        server: Duration::from_secs(secs) + Duration::from_micros(micros),
+        server: Duration::new(secs, (micros * 1000) as u32),
         at: sent + (got - sent) / 2,
     })
 }
@@ -771,7 +772,8 @@ impl SharedWindowedFilter {
             Time::Server(synced) => {
                 let synced = *synced.lock().unwrap_or_else(|e| e.into_inner());
                 let elapsed = synced.at.elapsed();
-                (elapsed < RESYNC).then(|| self.moment(synced.server + elapsed))
+                // Saturating: a server's time may be the last a `Duration` holds.
+                (elapsed < RESYNC).then(|| self.moment(synced.server.saturating_add(elapsed)))
             }
         }
     }
@@ -780,7 +782,7 @@ impl SharedWindowedFilter {
         if let Time::Server(synced) = &self.time {
             *synced.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
         }
-        self.moment(fresh.server + fresh.at.elapsed())
+        self.moment(fresh.server.saturating_add(fresh.at.elapsed()))
     }
 
     fn now(&self) -> Result<Now, Error> {
@@ -858,7 +860,7 @@ impl SharedWindowedFilter {
                     for offset in chunk {
                         cmd.arg("GET").arg("i64").arg(offset);
                     }
-                    batch.push(k, cmd);
+                    batch.push_fields(k, cmd, chunk.len());
                 }
             }
         }

@@ -1,10 +1,10 @@
-//! The command's time parsing (`cli/src/dedup/key.rs`): `parse_time` of any bytes, `nanos` of
-//! any decimal fraction, and a JSON record's time given as a number and as a string.
+//! The command's time parsing (`cli/src/dedup/key.rs`): `parse_time` of any bytes, `decimal_seconds`
+//! of any decimal number, and a JSON record's time given as a number and as a string.
 //!
 //! Properties: no panic; Unix seconds (digits, a point, digits) are exactly the seconds and the
-//! first nine fraction digits, or out of range past `u64::MAX` ns; and, behind
-//! [`JSON_NUMBER_AND_STRING_TIMES_AGREE`], a JSON number and the same text as a JSON string
-//! are the same time.
+//! first nine fraction digits, or out of range past `u64::MAX` ns; and a JSON number and the
+//! same text as a JSON string are the same time (a number was rounded through an `f64`, so
+//! `1483228799.999999999999` landed in the next day: this target finds that within seconds).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,16 +19,7 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../../cli/src/dedup/key.rs"]
 mod key;
 
-use key::{Key, Keyer, Missing, nanos, parse_time};
-
-/// Whether a time given as a JSON number (`{"t": 1483228799.999999999999}`) must parse to the
-/// time the same text gives as a string (`{"t": "1483228799.999999999999"}`).
-///
-/// **Off until the fix of issue 33's point 4 lands**: today a JSON number that is not an integer
-/// is rounded through an `f64` while the string is truncated to the nanosecond, so the two
-/// disagree (this target finds it within seconds: `1483228799.999999999999` lands in
-/// different days). Turn it on with the fix, and keep it on.
-const JSON_NUMBER_AND_STRING_TIMES_AGREE: bool = false;
+use key::{Key, Keyer, Missing, decimal_seconds, parse_time};
 
 const NS: u128 = 1_000_000_000;
 
@@ -77,10 +68,12 @@ fuzz_target!(|data: &[u8]| {
                 ),
                 (expected, got) => panic!("{text:?}: expected {expected:?}, got {got:?}"),
             }
-            // `nanos` directly, on the same parts.
-            if let Ok(secs) = whole.parse::<u64>() {
-                assert_eq!(nanos(secs, frac), expected, "nanos({secs}, {frac:?})");
-            }
+            // `decimal_seconds` directly, on the same text.
+            assert_eq!(
+                decimal_seconds(text),
+                Some(expected),
+                "decimal_seconds({text:?})"
+            );
         }
     }
 
@@ -93,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
         let as_string = keyer
             .of(format!("{{\"t\":\"{text}\"}}").as_bytes())
             .map(|(_, t)| t);
-        if JSON_NUMBER_AND_STRING_TIMES_AGREE && let (Ok(a), Ok(b)) = (&as_number, &as_string) {
+        if let (Ok(a), Ok(b)) = (&as_number, &as_string) {
             assert_eq!(a, b, "{text:?} as a JSON number and as a JSON string");
         }
     }

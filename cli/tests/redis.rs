@@ -78,7 +78,7 @@ fn assert_in_input_order(run: usize, out: &[u8], big: &[u8], input: &[u8]) {
     }
 }
 
-/// The "Done when": two runs fed overlapping parts of one stream (records 0 to 60% and
+/// Two runs fed overlapping parts of one stream (records 0 to 60% and
 /// 40% to 100%, with repeats inside and across the parts), at once, one on one thread and one
 /// on three, print between them each distinct record exactly once, each run in its input's
 /// order.

@@ -20,6 +20,7 @@
 //! | `sync.lock.wait` | a blocking lock (`rotate` of a window, a save of a window or a semi-concurrent filter) found its mutex held, before it waits for it |
 //! | `windowed.insert.writing` | an insert found the item in no live generation (or saw a rotation) and is about to set its bits in the generation it read, before its `fetch_or` |
 //! | `windowed.insert.written` | an insert has set its bits in the current generation, before it reads the epoch again |
+//! | `growing.insert.writing` | an insert has read the layers and picked the newest, before it sets its bits there |
 //! | `growing.insert.written` | an insert has set its bits in the newest layer, before it checks that no growth began |
 //! | `atomic.union.word` | `union` read a word of this filter that lacks bits of the other's, before its `fetch_or` |
 //! | `save.temp.created` | a save to a path created its temporary file, before it writes a byte |

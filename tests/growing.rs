@@ -449,12 +449,14 @@ fn inserts_racing_the_zeroing_of_a_large_new_layer_are_not_lost() {
     assert_eq!(lost, 0, "{lost} false negatives");
 }
 
-/// The window the spinning test above can only hope to hit, held open: thread A's insert of a
-/// key has set its bits in the newest layer and is held before it checks whether a growth
-/// began (pause point `growing.insert.written`); meanwhile B inserts a fresh item that grows
-/// the filter, or not, then the same key; then A goes on. In every order exactly one of the
-/// two is told "new", both find the key, and so does the filter afterwards. (An insert that
-/// ignored a growth begun after its write tells both "new": `IgnoreGrowth`, loom's twin.)
+/// The windows the spinning test below can only hope to hit, held open. Thread A's insert of a
+/// key is held at one of two steps (pause points): after it read the layers and picked the
+/// newest, before it writes (`growing.insert.writing`); or after it wrote, before it checks
+/// whether a growth began (`growing.insert.written`). Meanwhile B inserts a fresh item that
+/// grows the filter, or not, then the same key; then A goes on. In each of the four orders,
+/// exactly one of the two is told "new", both find the key, and so does the filter afterwards.
+/// An insert that ignores a growth begun after it read the layers (loom's `IgnoreGrowth` twin,
+/// patched in by hand) tells both "new" in the order "held before its write, B grows".
 #[cfg(feature = "failpoints")]
 #[test]
 fn an_insert_held_across_a_growth_and_a_racing_insert_give_one_new() {
@@ -477,6 +479,11 @@ fn an_insert_held_across_a_growth_and_a_racing_insert_give_one_new() {
             .filter(|k| !f.contains(k));
         let (key, grower) = (fresh.next().unwrap(), fresh.next().unwrap());
         let grow = round % 2 == 0;
+        let step = if round % 4 < 2 {
+            "growing.insert.writing"
+        } else {
+            "growing.insert.written"
+        };
         let layers_before = f.layers();
         let (reached, at_point) = mpsc::channel();
         let (go, going) = mpsc::channel::<()>();
@@ -484,10 +491,10 @@ fn an_insert_held_across_a_growth_and_a_racing_insert_give_one_new() {
             // Owned here: a panic below drops it, which ends A's wait.
             let go = go;
             let a = s.spawn(|| {
-                // Held once, at its first write: a retry in a newer layer goes on.
+                // Held once, at its first pass: a retry in a newer layer goes on.
                 let mut hold = Some((reached, going));
                 let _armed = seen::failpoints::arm(move |point| {
-                    if point == "growing.insert.written"
+                    if point == step
                         && let Some((reached, going)) = hold.take()
                     {
                         reached.send(()).unwrap();
@@ -499,7 +506,7 @@ fn an_insert_held_across_a_growth_and_a_racing_insert_give_one_new() {
             });
             at_point
                 .recv_timeout(std::time::Duration::from_secs(120))
-                .expect("A's insert never wrote");
+                .expect("A's insert never reached its step");
             if grow {
                 assert!(f.insert(&grower).unwrap());
                 assert!(f.layers() > layers_before, "round {round}: no growth");
@@ -514,7 +521,7 @@ fn an_insert_held_across_a_growth_and_a_racing_insert_give_one_new() {
         assert_eq!(
             u8::from(a.0) + u8::from(b),
             1,
-            "round {round} (growth: {grow}): A new {}, B new {b}",
+            "round {round} (held at {step}, growth: {grow}): A new {}, B new {b}",
             a.0
         );
     }

@@ -463,6 +463,7 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     /// was new and no such layer held it).
     fn insert_from(&self, layers: &Layers, n: usize, hash: Hash128) -> Step {
         let layer = &layers.0[n - 1];
+        failpoint!("growing.insert.writing");
         if !insert_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
             return Step::Done(false);
         }

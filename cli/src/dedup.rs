@@ -151,12 +151,25 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         // Refused before anything is opened or locked.
         shared::plan(args)?;
     }
-    if output::closed_at_start() {
-        // Checked before anything is read or locked: the records would vanish, and with
-        // --state their keys be saved as printed.
+    // Checked before anything is read or locked. A closed output: the records would vanish
+    // (into the /dev/null the standard library puts in its place), and with --state their
+    // keys be saved as printed. An output open on /dev/null (`> /dev/null`, `1<> /dev/null`, a
+    // launcher's) drops them on purpose, and one that cannot be written (`1< /dev/null`) fails
+    // at the first write.
+    if crate::os::closed_at_start(1) {
         return Err(Failure(
             "the standard output is closed (`>&-`): the records would be lost; send them to a \
              file, or to /dev/null (`> /dev/null`) to drop them"
+                .to_string(),
+        ));
+    }
+    // A closed input would read as empty (the /dev/null in its place), as if the run had
+    // nothing to do: an error, as for `cat <&-`.
+    let reads_stdin = args.files.is_empty() || args.files.iter().any(|p| p.as_os_str() == "-");
+    if reads_stdin && crate::os::closed_at_start(0) {
+        return Err(Failure(
+            "the standard input is closed (`<&-`): there is nothing to read; give the input on \
+             it, or name FILEs"
                 .to_string(),
         ));
     }

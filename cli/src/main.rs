@@ -30,6 +30,7 @@ mod dedup;
 mod failpoints;
 mod flags;
 mod oom;
+mod os;
 mod plot;
 mod sample;
 mod size;

@@ -8,8 +8,8 @@
 //! where the caller handles the refusal itself (`try_reserve`, the library's constructors,
 //! which return `Error::AllocationFailed`) and reports it in its own words.
 //!
-//! The one `unsafe` of the command: `GlobalAlloc` is an unsafe trait, and each method only
-//! forwards its arguments to `System`'s.
+//! One of the command's two modules with `unsafe` (`os.rs`, its system calls, is the other):
+//! `GlobalAlloc` is an unsafe trait, and each method only forwards its arguments to `System`'s.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};

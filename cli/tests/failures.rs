@@ -229,6 +229,138 @@ fn a_closed_standard_output_is_an_error_not_a_silent_loss() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `sh -c 'exec seen ARGS REDIRECTION'`, `input` on its standard input (unless the
+/// redirection takes it), its standard output and error piped.
+fn through_sh(redirection: &str, args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" {redirection}"))
+        .arg(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    wait_with_deadline(child, redirection)
+}
+
+/// A standard output open on `/dev/null` for reading and writing is no closed one: `1<>
+/// /dev/null`, and what Python's `subprocess.DEVNULL` and glibc's `daemon()` pass (the same
+/// descriptor the standard library puts in place of a closed one, which is why it was once
+/// taken for one) drop the records on purpose, and their keys are saved. One open for reading
+/// only (`1< /dev/null`) fails at the first write, as any output that cannot take the records.
+#[test]
+fn an_output_open_on_dev_null_is_no_closed_output() {
+    let dir = scratch("dev-null-rdwr");
+    let state = dir.join("st");
+    let args = [
+        "dedup",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let out = through_sh("1<>/dev/null", &args, b"a\nb\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "1<>/dev/null: {err}");
+    assert_eq!(err, "", "1<>/dev/null");
+    assert_eq!(seen(&args, b"a\nb\nc\n").stdout, b"c\n", "1<>/dev/null");
+    // A descriptor opened as Python's DEVNULL is: /dev/null, O_RDWR.
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    let mut run = common::command(&args);
+    run.stdout(devnull);
+    let mut child = run.spawn().unwrap();
+    let _ = child.stdin.take().unwrap().write_all(b"d\n");
+    let out = wait_with_deadline(child, "/dev/null, O_RDWR");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "/dev/null, O_RDWR: {err}");
+    assert_eq!(
+        seen(&args, b"a\nd\ne\n").stdout,
+        b"e\n",
+        "/dev/null, O_RDWR"
+    );
+    // Python itself, where it is installed.
+    let python = Command::new("python3")
+        .args(["-c", "pass"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if python {
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:], input=b'f\\n', \
+                 stdout=subprocess.DEVNULL).returncode)",
+            )
+            .arg(env!("CARGO_BIN_EXE_seen"))
+            .args(args)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "subprocess.DEVNULL: {err}");
+        assert_eq!(seen(&args, b"f\ng\n").stdout, b"g\n", "subprocess.DEVNULL");
+    }
+    // Open, but not for writing: the first write fails, and no key is saved.
+    let out = through_sh("1</dev/null", &args, b"h\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "1</dev/null: {err}");
+    assert!(
+        err.contains("cannot write the output: Bad file descriptor"),
+        "1</dev/null: {err}"
+    );
+    assert_eq!(seen(&args, b"h\n").stdout, b"h\n", "1</dev/null");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A standard input closed at start (`<&-`; the standard library gives the process
+/// `/dev/null` in its place, which reads as empty) is an error when the run reads it, as for
+/// `cat <&-`, before anything is locked or saved; a run that reads only files does not mind.
+#[test]
+fn a_closed_standard_input_is_an_error_not_an_empty_input() {
+    let dir = scratch("closed-stdin");
+    let state = dir.join("st");
+    let with_state = [
+        "dedup",
+        "--capacity",
+        "1000",
+        "--state",
+        state.to_str().unwrap(),
+        "-",
+    ];
+    for args in [&["dedup"][..], &with_state[..]] {
+        let out = through_sh("<&-", args, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("the standard input is closed"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the state or its lock was written"
+    );
+    let file = dir.join("in");
+    std::fs::write(&file, b"a\na\nb\n").unwrap();
+    let out = through_sh("<&-", &["dedup", file.to_str().unwrap()], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"a\nb\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Out of memory where the command cannot do without the memory (the allocator's refusal,
 /// here made at the `chunk` point of a one-thread run, after the first chunk was written: feature
 /// `failpoints`): the state cannot be saved (that takes memory), so the one line says so, names

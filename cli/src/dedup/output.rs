@@ -192,41 +192,6 @@ fn sink() -> io::Result<Box<dyn Write + Send>> {
     Ok(Box::new(io::stdout()))
 }
 
-/// Whether the standard output was closed when the process started (`seen dedup ... >&-`).
-///
-/// The standard library opens `/dev/null` in place of a standard descriptor that is closed at
-/// start, so that the process never writes to a file it opened later under that number: the
-/// records would then vanish without an error. That `/dev/null` is open for reading and
-/// writing; a shell's `> /dev/null`, which discards them on purpose, opens it for writing only.
-/// So: the standard output is `/dev/null`, open read-write (`1<> /dev/null` reads the same, and
-/// is taken for a closed output too). Linux only (`/proc/self/fdinfo`); elsewhere, `false`.
-#[cfg(target_os = "linux")]
-pub(super) fn closed_at_start() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    let Ok(out) = std::fs::File::from(fd).metadata() else {
-        return false;
-    };
-    let null = std::fs::metadata("/dev/null")
-        .is_ok_and(|null| (null.dev(), null.ino()) == (out.dev(), out.ino()));
-    // The access mode: the low two bits of the octal `flags:` line (2: O_RDWR).
-    let read_write = std::fs::read_to_string("/proc/self/fdinfo/1").is_ok_and(|info| {
-        info.lines()
-            .find_map(|l| l.strip_prefix("flags:"))
-            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
-            .is_some_and(|flags| flags & 0o3 == 0o2)
-    });
-    null && read_write
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(super) fn closed_at_start() -> bool {
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

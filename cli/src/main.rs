@@ -118,6 +118,9 @@ signal ends the run at once, with 2 if --state could not be saved (a line says w
 pub(crate) struct Failure(pub(crate) String);
 
 fn main() -> ExitCode {
+    // A write past `ulimit -f` fails (and is reported, with the state saved) instead of
+    // killing the process.
+    os::ignore_file_size_signal();
     match Cli::parse().command {
         Command::Dedup(args) => exit(dedup::run(&args)),
         Command::Sample(args) => exit(sample::run(&args)),

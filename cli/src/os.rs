@@ -1,4 +1,5 @@
-//! The command's system calls (Linux; elsewhere each does nothing or says "not known").
+//! The command's system calls (Linux; elsewhere each does nothing or says "not known"): which
+//! standard descriptors were open when the process started, and SIGXFSZ ignored.
 //!
 //! - **Closed at start.** The standard library opens `/dev/null` (read and write) in place of
 //!   a standard descriptor that is closed when the process starts, before `main`, so that the
@@ -8,6 +9,12 @@
 //!   `subprocess.DEVNULL`, glibc's `daemon()`). So a function in `.init_array`, which the C
 //!   runtime calls before `main` and so before the standard library's substitution, records
 //!   which of descriptors 0 and 1 were open ([`closed_at_start`]).
+//! - **SIGXFSZ.** A write past the file size limit (`ulimit -f`) sends SIGXFSZ, whose default
+//!   action kills the process: a run with `--state` would end without saving it. Ignored
+//!   ([`ignore_file_size_signal`]), the write fails with `EFBIG` instead, and the run ends as
+//!   on a full disk: an error, with the keys of the records written saved (or, when the save
+//!   itself passes the limit, an error saying so: the save's temporary file is removed, and
+//!   the state keeps its previous save).
 //!
 //! One of the command's two modules with `unsafe` (`.ci/run` checks): `oom.rs` is the other.
 #![allow(unsafe_code)]
@@ -63,3 +70,22 @@ pub(crate) fn closed_at_start(fd: u8) -> bool {
 pub(crate) fn closed_at_start(_fd: u8) -> bool {
     false
 }
+
+/// Ignores SIGXFSZ, so that a write past the file size limit fails with `EFBIG` (an error the
+/// command reports, after saving what it can) instead of killing the process (see the module
+/// docs).
+#[cfg(target_os = "linux")]
+pub(crate) fn ignore_file_size_signal() {
+    // SAFETY: `signal(SIGXFSZ, SIG_IGN)` sets the disposition of one signal to "ignore"; no
+    // handler of ours runs, so nothing about async-signal safety applies, and no memory is
+    // passed. Called at the start of `main`, before the command's threads, and nothing else in
+    // the process sets SIGXFSZ's disposition (the signal handler of `ctrlc` is for SIGINT and
+    // SIGTERM).
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+/// Not Linux: SIGXFSZ keeps its default action.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn ignore_file_size_signal() {}

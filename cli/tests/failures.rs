@@ -80,10 +80,10 @@ fn a_filter_that_cannot_grow_saves_the_keys_it_took() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// An output device that fills up part way (here a file past `ulimit -f`, SIGXFSZ ignored: the
-/// write that crosses the limit is cut short, the next fails with EFBIG, as on a full disk) is
-/// an error, exit status 2, and the state holds the keys of the records written whole: the next
-/// run prints exactly the rest. A device full from the start (`/dev/full`): nothing written,
+/// An output device that fills up part way (here a file past `ulimit -f`, whose SIGXFSZ would
+/// kill the run by default: the command ignores it, so the write that crosses the limit is cut
+/// short and the next fails with EFBIG, as on a full disk) is an error, exit status 2, and the
+/// state holds the keys of the records written whole: the next run prints exactly the rest. A device full from the start (`/dev/full`): nothing written,
 /// the next run prints everything.
 #[test]
 fn a_full_output_saves_the_keys_of_the_records_written() {
@@ -110,7 +110,7 @@ fn a_full_output_saves_the_keys_of_the_records_written() {
         let out = std::fs::File::create(&out_path).unwrap();
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg("trap '' XFSZ && ulimit -f 2048 && exec \"$0\" \"$@\"")
+            .arg("ulimit -f 2048 && exec \"$0\" \"$@\"")
             .arg(env!("CARGO_BIN_EXE_seen"))
             .args(args)
             .stdin(Stdio::piped())
@@ -177,6 +177,66 @@ fn a_full_output_saves_the_keys_of_the_records_written() {
         assert!(
             seen(&args, &input).stdout == input,
             "--threads {threads}: nothing was written, all is printed next"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A save past the file size limit (`ulimit -f`; the output, /dev/null, is no file and has
+/// none) is an error that names the state, exit status 2: not a run killed by SIGXFSZ in the
+/// middle of the save. Its temporary file is removed, and the state keeps its previous save.
+#[test]
+fn a_save_past_the_file_size_limit_keeps_the_previous_state() {
+    let dir = scratch("save-limit");
+    let state = dir.join("st");
+    // A fixed filter for 150,000 keys at 1e-6: 545 KB, over a limit of 128 KiB (256 blocks
+    // of 512 bytes).
+    let args = [
+        "dedup",
+        "--fixed",
+        "--capacity",
+        "150000",
+        "--fpr",
+        "1e-6",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    assert_eq!(seen(&args, b"old\n").stdout, b"old\n");
+    let old = std::fs::read(&state).unwrap();
+    for threads in ["1", "2"] {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -f 256 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_seen"))
+            .args(args)
+            .args(["--threads", threads])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(&distinct(1000));
+        let out = wait_with_deadline(child, "a save past the limit");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--threads {threads}: {err}");
+        assert!(
+            err.starts_with(&format!(
+                "seen: cannot save the state {}: ",
+                state.display()
+            )) && err.contains("File too large"),
+            "--threads {threads}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "--threads {threads}: {err}");
+        assert_eq!(std::fs::read(&state).unwrap(), old, "--threads {threads}");
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["st", "st.lock"],
+            "--threads {threads}: a temporary file is left"
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -276,7 +276,7 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         pipeline: threads > 1,
         finished: false,
     }));
-    on_interrupt(Arc::clone(&sequencer), args.state.is_some());
+    on_interrupt(Arc::clone(&sequencer), args.state.clone());
     let reader = Reader::new(inputs, terminator);
     let result = if threads <= 1 {
         one_thread(reader, &keyer, &filter, &shards, &sequencer, terminator)

@@ -110,9 +110,12 @@ A --state file is a filter of the `seen` library: a service reads it with
 
 Exit status: 0 on success, 2 on an error (one line on standard error, naming the file and the
 line; --state saved with the records written before it), 130 after SIGINT or SIGTERM (the
-records decided so far written, --state saved; also for a signal during the final save), 141
-when the reader of the output went away (--state saved with the records written). A second
-signal ends the run at once, with 2 if --state could not be saved (a line says what it holds).";
+records decided so far written, --state saved; also for a signal during the final save, and
+when the reader of the output goes away after the signal), 141 when the reader of the output
+went away (--state saved with the records written). With --state a first signal says on
+standard error what the run still does (writing the records decided may wait for the output's
+reader); a second ends the run at once, with 2 if --state could not be saved (a line says
+what it holds).";
 
 /// A failure, as the one line the command prints before exiting with status 2.
 pub(crate) struct Failure(pub(crate) String);

@@ -372,6 +372,72 @@ fn a_second_signal_before_the_save_keeps_the_previous_state() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A first signal while the output is blocked (its reader does not read) says in one line what
+/// the run does meanwhile (it writes the records decided, then saves) and what a second signal
+/// does. When the reader then goes away (as a Ctrl-C in a terminal makes a pipeline's reader
+/// do), the run ends as interrupted: status 130, not the 141 of a reader gone by itself, with
+/// the state saved.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_first_signal_says_what_the_run_does_and_a_reader_gone_after_it_is_an_interrupt() {
+    use common::{Failpoints, Stderr, command, feed, signal, wait_with_deadline};
+    use nix::sys::signal::Signal::SIGINT;
+    let dir = scratch("first-signal");
+    let state = dir.join("st");
+    let args = [
+        "dedup",
+        "--capacity",
+        "1000000",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    assert_eq!(seen(&args, b"old\n").stdout, b"old\n");
+    for threads in ["1", "2"] {
+        let mut points = Failpoints::new(&dir, &["signal"]);
+        let mut run = command(&[&args[..], &["--threads", threads]].concat());
+        points.apply(&mut run);
+        let mut child = run.spawn().unwrap();
+        let mut err = Stderr::of(&mut child);
+        // A first record of 100 KiB, more than a pipe holds: once the run has read it, its
+        // writes stay blocked while nobody reads them (as in the test above).
+        let mut text = vec![b'x'; 100 << 10];
+        text.push(b'\n');
+        let long = text.len();
+        text.extend(distinct(10_000));
+        let (writer, read) = feed(child.stdin.take().unwrap(), text, long + (65 << 10));
+        read.recv_timeout(common::DEADLINE)
+            .expect("the run reads its input");
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        out.read_exact(&mut first).unwrap();
+        assert_eq!(first[0], b'x');
+        signal(child.id(), SIGINT);
+        err.wait_for(&format!(
+            "seen: interrupted: writing the records already decided (as fast as the \
+             output takes them), then saving --state {}; interrupt again to quit without saving",
+            state.display()
+        ));
+        err.wait_for("seen: failpoint signal");
+        points.release("signal");
+        assert!(child.try_wait().unwrap().is_none(), "--threads {threads}");
+        // The reader goes away: the blocked write fails.
+        drop(out);
+        let end = wait_with_deadline(child, threads);
+        let err = err.all();
+        drop(writer.join().unwrap());
+        assert_eq!(end.status.code(), Some(130), "--threads {threads}: {err}");
+        assert!(
+            err.contains("interrupted after"),
+            "--threads {threads}: {err}"
+        );
+        // Saved, and loads: the old key is in it.
+        let again = seen(&args, b"old\n");
+        assert!(again.status.success(), "--threads {threads}");
+        assert_eq!(again.stdout, b"", "--threads {threads}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// With no sizing flags, `seen dedup` grows: 100 times its capacity of distinct lines, and
 /// it drops no more than its rate says, silently. A fixed-size filter past its capacity says
 /// so on standard error once, naming the flag, with or without --stats.

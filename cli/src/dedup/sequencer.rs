@@ -339,13 +339,15 @@ impl Sequencer {
         }
         match failure {
             Some(failure) => Err(failure),
-            None if pipe => Ok(BROKEN_PIPE_STATUS),
-            // Also a signal that came once the input had ended (during the final save, say):
-            // the run was interrupted all the same, and its status says so.
+            // Also a signal that came once the input had ended (during the final save, say),
+            // and one after which the reader of the output went away (a Ctrl-C in a terminal
+            // interrupts the whole pipeline: the reader too): the run was interrupted all the
+            // same, and its status says so.
             None if end == End::Interrupted || INTERRUPTED.load(Ordering::SeqCst) => {
                 say!("seen: interrupted after {} records", self.records);
                 Ok(INTERRUPTED_STATUS)
             }
+            None if pipe => Ok(BROKEN_PIPE_STATUS),
             None => Ok(0),
         }
     }

@@ -2,6 +2,7 @@
 //! state saved; a second (not the first delivered twice) ends it at once, its status saying
 //! what the state file holds.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -36,9 +37,12 @@ pub(super) const SAME_SIGNAL: Duration = Duration::from_millis(250);
 /// On SIGINT or SIGTERM: the run ends after the chunks read so far are written (by the
 /// pipeline's writer, or between two chunks of a one-thread run: by its loop, or here if the
 /// loop waits for input), with the state saved ([`interrupted`]), and exits with status 130,
-/// also when the signal came during the final save of a run that reached the end of its input
-/// ([`Sequencer::finish`]). A second signal (at least [`SAME_SIGNAL`] after the first) ends the
-/// run at once, and its status says what the state file holds:
+/// also when the signal came during the final save of a run that reached the end of its input,
+/// or when the reader of the output goes away before the records are written
+/// ([`Sequencer::finish`]). With `--state`, a first signal before the save says so on standard
+/// error: what the run does now (the writes may wait for a reader that does not read), and
+/// what a second signal does. A second signal (at least [`SAME_SIGNAL`] after the first) ends
+/// the run at once, and its status says what the state file holds:
 ///
 /// - no `--state`: 130, as for one signal;
 /// - the save not begun: 2, with a line saying that the state file keeps its previous save,
@@ -48,9 +52,9 @@ pub(super) const SAME_SIGNAL: Duration = Duration::from_millis(250);
 ///   saying that the file holds the previous save or this run's, whole (a save is renamed into
 ///   place in one step; the temporary file a stopped save leaves is removed by the next save);
 /// - the save done (or failed): the run ends with its own status a moment later.
-pub(super) fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
+pub(super) fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: Option<PathBuf>) {
     let installed = ctrlc::set_handler(move || {
-        handle(&sequencer, state);
+        handle(&sequencer, state.as_ref());
         // Handled (a test sends the next signal only now: two sent before would be one).
         failpoint!("signal");
     });
@@ -60,15 +64,28 @@ pub(super) fn on_interrupt(sequencer: Arc<Mutex<Sequencer>>, state: bool) {
 }
 
 /// One SIGINT or SIGTERM (see [`on_interrupt`]).
-fn handle(sequencer: &Arc<Mutex<Sequencer>>, state: bool) {
+fn handle(sequencer: &Arc<Mutex<Sequencer>>, state: Option<&PathBuf>) {
     static FIRST: OnceLock<Instant> = OnceLock::new();
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
         if FIRST.get().is_none_or(|at| at.elapsed() >= same_signal()) {
-            again(state);
+            again(state.is_some());
         }
         return;
     }
     let _ = FIRST.set(Instant::now());
+    if let Some(path) = state {
+        // Before the save (held: the save does not begin meanwhile, so the line is true).
+        let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
+        if *save == UNSAVED {
+            say!(
+                "seen: interrupted: writing the records already decided (as fast as the \
+                 output takes them), then saving --state {}; interrupt again to quit without \
+                 saving (the state then keeps its previous save, and the next run prints this \
+                 run's records again)",
+                path.display()
+            );
+        }
+    }
     // The handler must return to see a second signal: finish on another thread (here, if the
     // system gives no thread).
     let end = |sequencer: Arc<Mutex<Sequencer>>| {

@@ -651,6 +651,109 @@ fn records_older_than_the_state_are_reported() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A window on the records' times whose clock is ahead of the wall clock by more than
+/// `--future-tolerance` (saved on a host whose clock was ahead, or by an older seen that let a
+/// record from the future move it; here made with the library, ten days ahead) would decide
+/// the records dated now at its time, in a window that has moved past them: a repeat of a key
+/// printed yesterday would be printed again. By default (`--future refuse`) the state is
+/// refused, naming its clock and how far ahead it is; with `--future clamp` a warning says so
+/// and the run goes on. A state whose clock is not ahead loads without a word.
+#[test]
+fn a_window_state_ahead_of_the_wall_clock_is_refused_or_used_with_a_warning() {
+    use seen::clock::{ManualClock, TimeBase};
+    use seen::hash::ItemHasher;
+    let dir = scratch("state-ahead");
+    let state = dir.join("st");
+    let day = Duration::from_secs(86_400);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let args = [
+        "dedup",
+        "-f",
+        "1",
+        "--time-field",
+        "2",
+        "--window",
+        "3d",
+        "--period",
+        "1d",
+        "--capacity",
+        "1000",
+        "--fpr",
+        "0.0001",
+        "--state",
+        state.to_str().unwrap(),
+    ];
+    let save_at = |clock: Duration| {
+        let filter = seen::WindowedBloomFilter::builder(1000)
+            .fpr(0.0001)
+            .periods(3)
+            .time_base(TimeBase::Other)
+            .rotate_every_aligned(day)
+            .clock(ManualClock::new(clock))
+            .build()
+            .unwrap();
+        filter.insert_hash(filter.hasher().hash_bytes(b"x"));
+        filter.save(&state).unwrap();
+    };
+    let y = format!("y\t{}\n", now.as_secs() - 5);
+    let input = format!("x\t{}\n{y}", now.as_secs() - 5);
+    save_at(now + 10 * day);
+    let saved = std::fs::read(&state).unwrap();
+    let out = seen(&args, input.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "seen: the state {} follows its records' times, and its window's clock is in the \
+             --period 1d that begins at ",
+            state.display()
+        )) && err.contains("at least 9.")
+            && err.contains("d ahead of the wall clock (more than --future-tolerance 1m)")
+            && err.contains("--future clamp"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        saved,
+        "the state was changed"
+    );
+    // --future clamp: a warning, and the run goes on at the state's time.
+    let out = seen(
+        &[&args[..], &["--future", "clamp"]].concat(),
+        input.as_bytes(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.starts_with("seen: warning: the state ")
+            && err.contains("ahead of the wall clock")
+            && err.contains("going on with it (--future clamp)"),
+        "{err}"
+    );
+    // And the records, dated before it, are counted late: the warning of records more than a
+    // window older says so too.
+    assert!(
+        err.lines().nth(1).is_some_and(
+            |l| l.starts_with("seen: warning: 2 records were more than --window older")
+        ),
+        "{err}"
+    );
+    // x is in the state, y is new.
+    assert_eq!(out.stdout, y.as_bytes());
+    // Not ahead (its clock at the wall clock): no word.
+    save_at(now);
+    let out = seen(&args, input.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err, "");
+    assert_eq!(out.stdout, y.as_bytes());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--state` through a symbolic link into another directory: the save writes the link's
 /// target, keeps the link and the file's permissions.
 #[test]

@@ -152,7 +152,11 @@ impl Filter {
                 // A state of an older seen does not say: from now on it does.
                 (_, records) => filter.with_time_base(time_base(records)),
             };
-            Self::windowed(filter, clock, period, args)
+            let filter = Self::windowed(filter, clock, period, args);
+            if records {
+                filter.check_ahead(path, period, args)?;
+            }
+            filter
         } else if let Some(later) = args.remember {
             let map = load_state(
                 path,
@@ -405,6 +409,49 @@ impl Filter {
             }
             _ => (0, 0),
         }
+    }
+
+    /// Refuses (or with `--future clamp` warns about) a window on the records' times whose
+    /// clock is ahead of the wall clock by more than `--future-tolerance`: saved by a run on a
+    /// host whose clock was ahead, or by an older seen, which let a record from the future
+    /// move it. A run never moves the clock back, so the records dated now would be decided at
+    /// its time, in a window that has moved past them: their keys' earlier records forgotten,
+    /// they would be printed again. Compared by period, as the window rotates: the clock is
+    /// ahead when the period it has rotated to begins after the wall clock plus the tolerance.
+    fn check_ahead(&self, path: &Path, period: Duration, args: &Dedup) -> Result<(), Failure> {
+        let (start, _) = self.start();
+        let latest = now().saturating_add(args.future_tolerance);
+        let start = Duration::from_nanos(start);
+        if start <= latest {
+            return Ok(());
+        }
+        let at = i128::try_from(start.as_nanos())
+            .ok()
+            .and_then(|ns| jiff::Timestamp::from_nanosecond(ns).ok())
+            .map_or_else(|| format!("{}s", start.as_secs()), |t| t.to_string());
+        let ahead = crate::units::format_approximate(start - now().min(start));
+        let clock = format!(
+            "the state {} follows its records' times, and its window's clock is in the \
+             --period {} that begins at {at}, at least {ahead} ahead of the wall clock (more \
+             than --future-tolerance {})",
+            path.display(),
+            format_duration(period),
+            format_duration(args.future_tolerance)
+        );
+        if args.future == super::args::Future::Clamp {
+            say!(
+                "seen: warning: {clock}: going on with it (--future clamp): records dated \
+                 before it count as at its time, and a repeat of a key printed more than \
+                 --window before it is printed again"
+            );
+            return Ok(());
+        }
+        Err(Failure(format!(
+            "{clock}: records dated now would be decided at its time, in a window that has \
+             forgotten what came before it; wait until the wall clock is within the tolerance \
+             of it, pass --future clamp to go on with it all the same, or use another state \
+             file"
+        )))
     }
 
     /// The false-positive rate now, for the filters that have one.

@@ -174,6 +174,9 @@ pub(crate) fn run(args: &Dedup) -> Result<(), Failure> {
         ));
     }
     let terminator = if args.zero_terminated { 0 } else { b'\n' };
+    if let Some(state) = &args.state {
+        filter::check_state(state)?;
+    }
     // Held to the end of the process: from before the state is loaded to after it is saved.
     let _lock = args.state.as_deref().map(lock::lock).transpose()?;
     if let Some(state) = &args.state {

@@ -115,8 +115,10 @@ fn a_state_in_a_missing_directory_fails_before_printing() {
     assert!(err.contains("/nonexistent-seen-dir/dir/state"), "{err}");
 }
 
-/// A `--state` that is not a regular file is refused at once, naming it: a named pipe (the load
-/// would wait for a writer forever), a directory or a device (read as a corrupt state).
+/// A `--state` that is not a regular file is refused at once, naming it and what it is: a named
+/// pipe (the load would wait for a writer forever), a directory (not "2 names", its link
+/// count) or a device (read as a corrupt state). Refused before it is locked: no lock file is
+/// left beside it (`/dev/null.lock`).
 #[test]
 fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
     let dir = scratch("fifo-state");
@@ -139,15 +141,40 @@ fn a_state_that_is_not_a_regular_file_is_refused_at_once() {
     let out = wait_with_deadline(child, "blocked on the FIFO?");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains(fifo.to_str().unwrap()), "{err}");
-    for path in [dir.to_str().unwrap(), "/dev/null"] {
+    assert!(
+        err.contains(&format!(
+            "the state {} is not a regular file (a named pipe)",
+            fifo.display()
+        )),
+        "{err}"
+    );
+    let dev_null_lock = std::path::Path::new("/dev/null.lock");
+    let dev_null_locked = dev_null_lock.exists();
+    for (path, what) in [
+        (dir.to_str().unwrap(), "a directory"),
+        ("/dev/null", "a character device"),
+    ] {
         let out = seen(&["dedup", "--state", path], b"a\n");
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{path}: {err}");
         assert!(
-            err.starts_with("seen: ") && err.contains(path),
+            err.starts_with(&format!(
+                "seen: the state {path} is not a regular file ({what})"
+            )),
             "{path}: {err}"
         );
+        assert_eq!(err.lines().count(), 1, "{path}: {err}");
     }
+    // No lock file: beside the named pipe, beside the directory, in /dev (unless one was there
+    // before the test).
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "a lock file in {dir:?}"
+    );
+    let mut dir_lock = dir.clone().into_os_string();
+    dir_lock.push(".lock");
+    assert!(!std::path::Path::new(&dir_lock).exists(), "{dir_lock:?}");
+    assert_eq!(dev_null_lock.exists(), dev_null_locked, "/dev/null.lock");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -42,19 +42,7 @@ impl Filter {
         if !args.redis.is_empty() {
             return Ok(Self::Shared(Box::new(Shared::open(args)?)));
         }
-        if let Some(path) = &args.state {
-            check_writable(path)?;
-            // A named pipe would block the load until something writes to it, and the save
-            // replaces whatever is there with a file.
-            if let Ok(meta) = std::fs::metadata(path)
-                && !meta.is_file()
-            {
-                return Err(Failure(format!(
-                    "the state {} is not a regular file",
-                    path.display()
-                )));
-            }
-        }
+        // The state's path was checked before it was locked (`check_state`).
         let Some(path) = args.state.as_ref().filter(|p| p.exists()) else {
             return Self::new(args);
         };
@@ -729,14 +717,27 @@ fn load_state<T>(
     }
 }
 
-/// Fails unless a file can be created beside `path` (as the save's temporary file will be):
-/// a state that cannot be saved is found out before the run, not after it printed everything.
-pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
+/// Fails unless `path` is a regular file or nothing yet, and a file can be created beside it
+/// (as the save's temporary file will be): a state that cannot be saved is found out before
+/// the run, not after it printed everything. Checked before the state is locked, so that a
+/// path refused leaves no lock file behind (`/dev/null.lock`).
+pub(super) fn check_state(path: &Path) -> Result<(), Failure> {
     // `sub/` is a directory's name, which no file can take (`Path` drops the slash).
     if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Err(Failure(format!(
             "the state {} names a directory (it ends with /): name a file",
             path.display()
+        )));
+    }
+    // A named pipe would block the load until something writes to it, a device or a
+    // directory is no state, and the save replaces whatever is there with a file.
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(Failure(format!(
+            "the state {} is not a regular file ({}): name a file",
+            path.display(),
+            kind(&meta.file_type())
         )));
     }
     // The save writes the file a symbolic link leads to, beside it.
@@ -769,6 +770,34 @@ pub(super) fn check_writable(path: &Path) -> Result<(), Failure> {
             path.display(),
             dir.display()
         ))),
+    }
+}
+
+/// What a file that is not a regular file is, for a message.
+#[cfg(unix)]
+fn kind(file: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file.is_dir() {
+        "a directory"
+    } else if file.is_fifo() {
+        "a named pipe"
+    } else if file.is_char_device() {
+        "a character device"
+    } else if file.is_block_device() {
+        "a block device"
+    } else if file.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+#[cfg(not(unix))]
+fn kind(file: &std::fs::FileType) -> &'static str {
+    if file.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
     }
 }
 

@@ -183,8 +183,10 @@ fn a_full_output_saves_the_keys_of_the_records_written() {
 }
 
 /// A save past the file size limit (`ulimit -f`; the output, /dev/null, is no file and has
-/// none) is an error that names the state, exit status 2: not a run killed by SIGXFSZ in the
-/// middle of the save. Its temporary file is removed, and the state keeps its previous save.
+/// none), as one on a full disk, is an error that names the state, exit status 2: not a run
+/// killed by SIGXFSZ in the middle of the save. Its temporary file is removed, the state keeps
+/// its previous save, and the line says so, and that the next run prints the records again
+/// (or, without a previous save, that the state is not written).
 #[test]
 fn a_save_past_the_file_size_limit_keeps_the_previous_state() {
     let dir = scratch("save-limit");
@@ -203,7 +205,10 @@ fn a_save_past_the_file_size_limit_keeps_the_previous_state() {
     ];
     assert_eq!(seen(&args, b"old\n").stdout, b"old\n");
     let old = std::fs::read(&state).unwrap();
-    for threads in ["1", "2"] {
+    for (threads, previous) in [("1", true), ("2", true), ("2", false)] {
+        if !previous {
+            std::fs::remove_file(&state).unwrap();
+        }
         let mut child = Command::new("sh")
             .arg("-c")
             .arg("ulimit -f 256 && exec \"$0\" \"$@\"")
@@ -227,17 +232,34 @@ fn a_save_past_the_file_size_limit_keeps_the_previous_state() {
             "--threads {threads}: {err}"
         );
         assert_eq!(err.lines().count(), 1, "--threads {threads}: {err}");
-        assert_eq!(std::fs::read(&state).unwrap(), old, "--threads {threads}");
         let mut left: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(
-            left,
-            ["st", "st.lock"],
-            "--threads {threads}: a temporary file is left"
-        );
+        if previous {
+            assert!(
+                err.ends_with(
+                    "; it keeps what it held before this run, and the next run prints this \
+                     run's records again\n"
+                ),
+                "--threads {threads}: {err}"
+            );
+            assert_eq!(std::fs::read(&state).unwrap(), old, "--threads {threads}");
+            assert_eq!(
+                left,
+                ["st", "st.lock"],
+                "--threads {threads}: a temporary file is left"
+            );
+        } else {
+            assert!(
+                err.ends_with(
+                    "; it is not written, and the next run prints this run's records again\n"
+                ),
+                "no previous save: {err}"
+            );
+            assert_eq!(left, ["st.lock"], "no previous save");
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -773,6 +773,57 @@ pub(super) fn check_state(path: &Path) -> Result<(), Failure> {
     }
 }
 
+/// Which file is at a state's path (through its symbolic links), to tell after a save that did
+/// not finish whether it replaced the file: a save writes a new file and renames it over the
+/// old one, so the file there is either the old one or the new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Identity {
+    /// No file there.
+    Absent,
+    /// The file's device and inode.
+    File(u64, u64),
+    /// Not known (it cannot be read, or not on Unix).
+    Unknown,
+}
+
+/// The file at the state's path `path` now ([`Identity`]).
+pub(super) fn identity(path: &Path) -> Identity {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(resolve(path)) {
+            Ok(meta) => Identity::File(meta.dev(), meta.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Identity::Absent,
+            Err(_) => Identity::Unknown,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Identity::Unknown
+    }
+}
+
+/// What the state at `path` holds after a save that did not finish, the file there before it
+/// being `before`: the end of a one-line message.
+pub(super) fn left_by_save(path: &Path, before: Identity) -> &'static str {
+    match (before, identity(path)) {
+        (_, Identity::Absent) => {
+            "it is not written, and the next run prints this run's records again"
+        }
+        (Identity::File(..), after) if after == before => {
+            "it keeps what it held before this run, and the next run prints this run's records \
+             again"
+        }
+        (Identity::Unknown, _) | (_, Identity::Unknown) => {
+            "it holds its previous save or this run's, whole"
+        }
+        // Replaced: the save had renamed its file over the state (a failure after the rename,
+        // the flush of the directory, or a signal then).
+        _ => "this run's save is in place (renamed over the state before it stopped)",
+    }
+}
+
 /// What a file that is not a regular file is, for a message.
 #[cfg(unix)]
 fn kind(file: &std::fs::FileType) -> &'static str {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::filter::Filter;
+use super::filter::{Filter, identity, left_by_save};
 use super::output::Output;
 use super::progress::{progress_message, round_count};
 use super::shard::{STOPPING, Shard};
@@ -294,6 +294,7 @@ impl Sequencer {
         }
         let failure = failure.or_else(|| refused.as_ref().map(|(_, why)| Failure(why.clone())));
         if let Some(path) = &self.args.state {
+            let before = identity(path);
             set_save(SAVING);
             failpoint!("save");
             if let Err(e) = self.filter.save(path) {
@@ -302,8 +303,9 @@ impl Sequencer {
                     say!("seen: {why}");
                 }
                 return Err(Failure(format!(
-                    "cannot save the state {}: {e}",
-                    path.display()
+                    "cannot save the state {}: {e}; {}",
+                    path.display(),
+                    left_by_save(path, before)
                 )));
             }
             if let Some((left, _)) = refused {

@@ -478,7 +478,7 @@ fn a_record_from_the_future_is_refused_or_held_at_the_tolerance() {
         assert_eq!(code, Some(0), "--state {state}: {err}");
         assert_eq!(out, format!("{first}{ahead}"), "--state {state}: {err}");
         assert!(
-            err.starts_with("seen: warning: 1 records were dated more than --future-tolerance 1m after the wall clock")
+            err.starts_with("seen: warning: 1 record was dated more than --future-tolerance 1m after the wall clock")
                 && err.lines().count() == 1,
             "--state {state}: {err}"
         );

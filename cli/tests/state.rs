@@ -291,7 +291,10 @@ fn signals_during_the_save_say_what_the_state_holds() {
         match sent {
             1 | 2 => {
                 assert_eq!(end.status.code(), Some(130), "{case}: {err}");
-                assert!(err.contains("interrupted after 1 records"), "{case}: {err}");
+                assert!(
+                    err.contains("interrupted after 1 record\n"),
+                    "{case}: {err}"
+                );
                 assert_eq!(err.contains("ends in a moment"), sent == 2, "{case}: {err}");
                 assert!(
                     saved.stdout.is_empty(),

@@ -63,7 +63,10 @@ pub(crate) struct Dedup {
     #[arg(long, help_heading = "Structure (one of)")]
     pub(super) exact: bool,
     /// Grow the filter past --capacity (RedisBloom's scaling filter), so that its
-    /// false-positive rate stays under --fpr for any number of keys. The default.
+    /// false-positive rate stays under --fpr as the keys come, until its schedule of layers
+    /// ends: far past any input at the default --fpr, sooner for a very small one (127 times
+    /// --capacity at 1e-13), and the run then stops with an error saying so, the state saved.
+    /// The default.
     #[arg(long, help_heading = "Structure (one of)")]
     pub(super) grow: bool,
     /// A filter of fixed size for --capacity keys (or --memory): bounded memory, but past
@@ -171,7 +174,9 @@ pub(crate) struct Dedup {
     /// days before. FILE then holds exactly the keys of the records written (a failed run's,
     /// up to the failure); keys the filter refuses (a growing filter at the end of its layers)
     /// are named on standard error. One run at a time: another run on FILE fails at once (the
-    /// lock is FILE.lock); a FILE with more than one name (a hard link) is refused.
+    /// lock is FILE.lock); a FILE with more than one name (a hard link) is refused. Not with
+    /// --exact (its fingerprints are no filter file) or --memory (a state is checked against
+    /// the --capacity and --fpr that size it: give those).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["exact", "memory"])]
     pub(super) state: Option<PathBuf>,
     /// Share the state with every `seen dedup` that names the same --name on this Redis or

@@ -324,19 +324,18 @@ impl Sequencer {
         }
         if self.very_late > 0 {
             say!(
-                "seen: warning: {} records were more than --window older than a record before \
-                 them (or than the --state's time): they were decided at the newer time, so a \
-                 repeat of an older key may have been printed again; feed records in time order",
-                self.very_late
+                "seen: warning: {} more than --window older than a record before them (or than \
+                 the --state's time): decided at the newer time, so a repeat of an older key \
+                 may have been printed again; feed records in time order",
+                records_were(self.very_late)
             );
         }
         if self.clamped > 0 {
             let tolerance = crate::units::format_duration(self.args.future_tolerance);
             say!(
-                "seen: warning: {} records were dated more than --future-tolerance {tolerance} \
-                 after the wall clock: they were decided at the wall clock plus {tolerance} \
-                 (--future clamp)",
-                self.clamped
+                "seen: warning: {} dated more than --future-tolerance {tolerance} after the \
+                 wall clock: decided at the wall clock plus {tolerance} (--future clamp)",
+                records_were(self.clamped)
             );
         }
         match failure {
@@ -346,7 +345,7 @@ impl Sequencer {
             // interrupts the whole pipeline: the reader too): the run was interrupted all the
             // same, and its status says so.
             None if end == End::Interrupted || INTERRUPTED.load(Ordering::SeqCst) => {
-                say!("seen: interrupted after {} records", self.records);
+                say!("seen: interrupted after {}", records(self.records));
                 Ok(INTERRUPTED_STATUS)
             }
             None if pipe => Ok(BROKEN_PIPE_STATUS),
@@ -359,8 +358,10 @@ impl Sequencer {
         let secs = self.started.elapsed().as_secs_f64();
         let duplicates = self.records - self.new - self.keyless;
         let mut line = format!(
-            "seen: {} records: {} new, {} duplicates",
-            self.records, self.new, duplicates
+            "seen: {}: {} new, {} duplicates",
+            records(self.records),
+            self.new,
+            duplicates
         );
         if let Some(fpr) = self.filter.estimated_fpr() {
             // Each new key was looked up once at a rate at most the final one (the filters
@@ -383,9 +384,9 @@ impl Sequencer {
         say!("{line}");
         if self.late > 0 {
             say!(
-                "seen: {} records were older than a record before them (or than the --state's \
-                 time), and counted at the newer time; {} of them by more than --window",
-                self.late,
+                "seen: {} older than a record before them (or than the --state's time), and \
+                 counted at the newer time; {} of them by more than --window",
+                records_were(self.late),
                 self.very_late
             );
         }
@@ -407,4 +408,22 @@ pub(super) fn exact_set(shards: &[Mutex<Shard>]) -> (usize, usize) {
         let s = s.lock().unwrap_or_else(PoisonError::into_inner);
         (keys + s.exact.len(), bytes + s.exact.memory_bytes())
     })
+}
+
+/// `1 record` or `N records`, for a message.
+fn records(n: u64) -> String {
+    if n == 1 {
+        "1 record".to_string()
+    } else {
+        format!("{n} records")
+    }
+}
+
+/// `1 record was` or `N records were`, for a message.
+fn records_were(n: u64) -> String {
+    if n == 1 {
+        "1 record was".to_string()
+    } else {
+        format!("{n} records were")
+    }
 }

@@ -113,7 +113,8 @@ pub(crate) struct Dedup {
     /// runs at most the tolerance ahead of the wall clock, so one record from the future never
     /// makes the window forget the present: a repeat within WINDOW minus the tolerance of its
     /// key's first printed record is always dropped. A --state whose window's clock is further
-    /// ahead (saved on a host whose clock ran ahead, or by an older seen) is refused the same
+    /// ahead (saved on a host whose clock ran ahead, by a run with a larger --future-tolerance,
+    /// or by an older seen) is refused the same
     /// way, naming its clock; with `clamp` a warning says so and the run goes on with it.
     #[arg(
         long,

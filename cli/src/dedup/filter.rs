@@ -401,8 +401,8 @@ impl Filter {
 
     /// Refuses (or with `--future clamp` warns about) a window on the records' times whose
     /// clock is ahead of the wall clock by more than `--future-tolerance`: saved by a run on a
-    /// host whose clock was ahead, or by an older seen, which let a record from the future
-    /// move it. A run never moves the clock back, so the records dated now would be decided at
+    /// host whose clock was ahead, by a run with a larger `--future-tolerance`, or by an older
+    /// seen, which let a record from the future move it. A run never moves the clock back, so the records dated now would be decided at
     /// its time, in a window that has moved past them: their keys' earlier records forgotten,
     /// they would be printed again. Compared by period, as the window rotates: the clock is
     /// ahead when the period it has rotated to begins after the wall clock plus the tolerance.

@@ -77,11 +77,17 @@ fn handle(sequencer: &Arc<Mutex<Sequencer>>, state: Option<&PathBuf>) {
         // Before the save (held: the save does not begin meanwhile, so the line is true).
         let save = SAVE.lock().unwrap_or_else(PoisonError::into_inner);
         if *save == UNSAVED {
+            // On a terminal, the progress bar's line cleared first (it is drawn again below).
+            let clear = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                "\r\x1b[2K"
+            } else {
+                ""
+            };
             say!(
-                "seen: interrupted: writing the records already decided (as fast as the \
+                "{clear}seen: interrupted: writing the records already decided (as fast as the \
                  output takes them), then saving --state {}; interrupt again to quit without \
-                 saving (the state then keeps its previous save, and the next run prints this \
-                 run's records again)",
+                 saving (the state then keeps what it held before this run, and the next run \
+                 prints this run's records again)",
                 path.display()
             );
         }

@@ -15,7 +15,8 @@ use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::sizing::{BlockedSizing, blocked};
 use seen::{AtomicBloomFilter, BlockBits, Layout};
 
-use crate::meta::{self, Meta};
+use crate::guard;
+use crate::meta::{self, IfExists, Meta};
 use crate::server::Batch;
 use crate::{Error, Server, names};
 
@@ -195,28 +196,30 @@ impl SharedBloomBuilder {
         Ok((describe(&sizing, shards, self.seed), sizing, shards))
     }
 
-    /// Creates the filter on `server`, or opens it if a filter of this name with the same
-    /// parameters exists (so every process of a service can run the same line). Creating
-    /// writes the description, then makes every shard its full length (keeping any bit
-    /// already set): a create therefore completes one that failed half-way, and makes a lost
-    /// shard again, empty, where [`open`](SharedBloomFilter::open) and every operation report
-    /// it as [`Error::Missing`].
+    /// Creates the filter on `server`, empty: every shard at its full length with its guard
+    /// byte, then the description (so that no process opens it before its bits are there).
     ///
     /// # Errors
     ///
-    /// [`Error::Mismatch`] if the name holds a filter with other parameters (naming the
-    /// first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate outside
-    /// (0, 1)); [`Error::InvalidName`]; the server's errors.
+    /// [`Error::Exists`] if a filter of this name and these parameters exists (use
+    /// [`open_or_create`](Self::open_or_create) for the line every process of a service
+    /// runs); [`Error::Mismatch`] if the name holds a structure with other parameters (naming
+    /// the first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate
+    /// outside (0, 1)); [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
-        let (meta, sizing, shards) = self.meta()?;
-        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        meta::create(server, &self.name, &meta)?;
-        // Every creator grows the shards, not only the one that wrote the description: a
-        // creator that failed (or crashed) between the two left a description without its
-        // shards, which lookups report as missing until a create completes it. Growing keeps
-        // every bit already set, so it is safe on a filter in use.
-        server.run(&filter.grow_batch())?;
-        Ok(filter)
+        self.create_or(server, IfExists::Fail)
+    }
+
+    /// Opens the filter if one of this name and these parameters exists, else creates it: the
+    /// line every process of a service runs (the first creates, the others open). A filter
+    /// whose shards were lost is opened, and reports [`Error::Missing`] on every operation:
+    /// nothing here makes a lost shard again (destroy the filter and create it for that).
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create), except that an existing filter is no error.
+    pub fn open_or_create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
+        self.create_or(server, IfExists::Open)
     }
 
     /// [`create`](Self::create), on the tokio connection.
@@ -225,10 +228,34 @@ impl SharedBloomBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
+        self.create_or_async(server, IfExists::Fail).await
+    }
+
+    /// [`open_or_create`](Self::open_or_create), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_or_create`](Self::open_or_create).
+    pub async fn open_or_create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
+        self.create_or_async(server, IfExists::Open).await
+    }
+
+    fn create_or(&self, server: &Server, if_exists: IfExists) -> Result<SharedBloomFilter, Error> {
         let (meta, sizing, shards) = self.meta()?;
         let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        meta::create_async(server, &self.name, &meta).await?;
-        server.run_async(&filter.grow_batch()).await?;
+        meta::create_with(server, &self.name, &meta, &filter.create_batch(), if_exists)?;
+        Ok(filter)
+    }
+
+    async fn create_or_async(
+        &self,
+        server: &Server,
+        if_exists: IfExists,
+    ) -> Result<SharedBloomFilter, Error> {
+        let (meta, sizing, shards) = self.meta()?;
+        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
+        meta::create_with_async(server, &self.name, &meta, &filter.create_batch(), if_exists)
+            .await?;
         Ok(filter)
     }
 }
@@ -265,15 +292,11 @@ fn describe(sizing: &BlockedSizing, shards: u32, seed: u64) -> Meta {
         .with("seed", seed)
 }
 
-/// The write of a batch: where each item's old values are, then the shards whose `STRLEN`s follow.
+/// The write of a batch: where each item's old values are, and each command's shard.
 struct Write {
     /// Per item written, where its old values are.
     written: Vec<Written>,
-    /// How many `STRLEN`s come before the `BITFIELD`s (one per shard written, or none).
-    before: usize,
-    /// How many commands come before the `STRLEN`s after the `BITFIELD`s.
-    commands: usize,
-    /// The shards written, in the order of their `STRLEN`s after the `BITFIELD`s.
+    /// Per command, the shard it writes (its first value is the shard's guard).
     shards: Vec<usize>,
 }
 
@@ -299,8 +322,8 @@ struct Written {
 struct Read {
     /// Per item, per word of its block with a bit: (reply index, position in the reply).
     at: Vec<Vec<(usize, usize)>>,
-    /// Per shard touched, the reply index of its `STRLEN`.
-    lengths: Vec<(usize, usize)>,
+    /// Per command, the shard it reads (its first value is the shard's guard).
+    shards: Vec<usize>,
 }
 
 impl SharedBloomFilter {
@@ -433,25 +456,6 @@ impl SharedBloomFilter {
         (self.sizing.blocks - first).min(self.blocks_per_shard) * self.words_per_block()
     }
 
-    /// Grows every shard to its full length without changing a bit (`INCRBY` of 0 on its last
-    /// byte: a write that keeps what a racing insert wrote), so that inserts never reallocate
-    /// a string and the memory is taken once, at creation.
-    fn grow_batch(&self) -> Batch {
-        let mut batch = Batch::default();
-        for (s, key) in self.keys.iter().enumerate() {
-            let k = batch.key(key);
-            let last_byte = self.shard_words(s) * 8 - 1;
-            let mut cmd = redis::cmd("BITFIELD");
-            cmd.arg(key)
-                .arg("INCRBY")
-                .arg("u8")
-                .arg(last_byte * 8)
-                .arg(0);
-            batch.push(k, cmd);
-        }
-        batch
-    }
-
     fn locate(&self, hash: Hash128) -> Located {
         let bits = BlockBits::new(hash, &self.sizing);
         let shard = bits.block() / self.blocks_per_shard;
@@ -463,7 +467,24 @@ impl SharedBloomFilter {
         }
     }
 
-    /// The read of `items`: `STRLEN` and `BITFIELD_RO ... GET i64` per shard touched.
+    /// The byte after shard `s`'s bits: its guard ([`guard`](crate::guard)).
+    fn guard_byte(&self, s: usize) -> u64 {
+        self.shard_words(s) * 8
+    }
+
+    /// The creation of every shard, empty, with its guard ([`guard::CREATE`]): the string
+    /// takes its full length at once, so inserts never reallocate it.
+    fn create_batch(&self) -> Batch {
+        let mut batch = Batch::default();
+        guard::create(
+            &mut batch,
+            (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s))),
+        );
+        batch
+    }
+
+    /// The read of `items`: per shard touched, `BITFIELD_RO` commands of the shard's guard and
+    /// up to [`MAX_FIELDS`] `GET i64` of the items' words.
     fn read_batch(&self, items: &[Located]) -> (Batch, Read) {
         // Per shard: its GETs so far, cut into commands of MAX_FIELDS.
         let mut per_shard: Vec<Vec<Vec<u64>>> = vec![Vec::new(); self.keys.len()];
@@ -480,31 +501,30 @@ impl SharedBloomFilter {
                 }
                 let cmd = gets.len() - 1;
                 let last = gets.last_mut().expect("pushed above");
-                mine.push((cmd, last.len()));
+                // After the guard's value.
+                mine.push((cmd, last.len() + 1));
                 last.push((item.word + j as u64) * 64);
             }
             at.push((item.shard, mine));
         }
         let mut batch = Batch::default();
         let mut first_cmd = vec![0; self.keys.len()];
-        let mut lengths = Vec::new();
+        let mut shards = Vec::new();
         for (s, gets) in per_shard.iter().enumerate() {
             if gets.is_empty() {
                 continue;
             }
             let k = batch.key(&self.keys[s]);
-            lengths.push((s, batch.len()));
-            let mut cmd = redis::cmd("STRLEN");
-            cmd.arg(&self.keys[s]);
-            batch.push(k, cmd);
             first_cmd[s] = batch.len();
             for offsets in gets {
                 let mut cmd = redis::cmd("BITFIELD_RO");
                 cmd.arg(&self.keys[s]);
+                guard::get(&mut cmd, self.guard_byte(s));
                 for offset in offsets {
                     cmd.arg("GET").arg("i64").arg(offset);
                 }
-                batch.push_fields(k, cmd, offsets.len());
+                batch.push_fields(k, cmd, offsets.len() + 1);
+                shards.push(s);
             }
         }
         let at = at
@@ -515,32 +535,19 @@ impl SharedBloomFilter {
                     .collect()
             })
             .collect();
-        (batch, Read { at, lengths })
+        (batch, Read { at, shards })
     }
 
-    /// `Ok` if `reply`, a `STRLEN` of shard `s`, is the shard's full length: a shard that is
-    /// gone is [`Error::Missing`], one of another length [`Error::Corrupt`] (its bits past the
-    /// end would read as zeros: items told new again).
-    fn check_length(&self, s: usize, reply: Option<&Value>) -> Result<(), Error> {
-        let want = self.shard_words(s) * 8;
-        match reply {
-            Some(Value::Int(n)) if u64::try_from(*n) == Ok(want) => Ok(()),
-            Some(Value::Int(0)) => Err(Error::Missing {
-                name: self.name.clone(),
-                key: self.keys[s].clone(),
-            }),
-            Some(Value::Int(n)) => Err(Error::corrupt(
-                &self.keys[s],
-                format!(
-                    "{n} bytes, not {want}: the shard was cut short, or lost and written again \
-                     by an insert (create the filter again to start it empty)"
-                ),
-            )),
-            other => Err(Error::corrupt(
-                &self.keys[s],
-                format!("STRLEN answered {other:?}"),
-            )),
+    /// `Ok` if every command's first value, its shard's guard, says the shard is there.
+    fn check_guards(&self, shards: &[usize], replies: &[Value]) -> Result<(), Error> {
+        for (reply, &s) in replies.iter().zip(shards) {
+            let guard = match reply {
+                Value::Array(values) => values.first(),
+                _ => None,
+            };
+            guard::check(&self.name, &self.keys[s], guard)?;
         }
+        Ok(())
     }
 
     /// Each item's words (as many as its block has; the words with no bit of it are 0).
@@ -550,9 +557,7 @@ impl SharedBloomFilter {
         read: &Read,
         replies: &[Value],
     ) -> Result<Vec<[u64; 8]>, Error> {
-        for &(s, i) in &read.lengths {
-            self.check_length(s, replies.get(i))?;
-        }
+        self.check_guards(&read.shards, replies)?;
         let mut words = Vec::with_capacity(items.len());
         for (item, places) in items.iter().zip(&read.at) {
             let mut mine = [0u64; 8];
@@ -563,23 +568,16 @@ impl SharedBloomFilter {
                 }
                 let &(cmd, pos) = places.next().expect("one place per word with a bit");
                 let value = match &replies[cmd] {
-                    Value::Array(values) => match values.get(pos) {
-                        Some(Value::Int(v)) => *v as u64,
-                        other => {
-                            return Err(Error::corrupt(
-                                &self.keys[item.shard],
-                                format!("BITFIELD_RO answered {other:?}"),
-                            ));
-                        }
-                    },
-                    other => {
-                        return Err(Error::corrupt(
-                            &self.keys[item.shard],
-                            format!("BITFIELD_RO answered {other:?}"),
-                        ));
-                    }
+                    Value::Array(values) => values.get(pos),
+                    _ => None,
                 };
-                mine[j] = value;
+                let Some(Value::Int(value)) = value else {
+                    return Err(Error::corrupt(
+                        &self.keys[item.shard],
+                        format!("BITFIELD_RO answered {:?}", replies[cmd]),
+                    ));
+                };
+                mine[j] = *value as u64;
             }
             words.push(mine);
         }
@@ -587,26 +585,20 @@ impl SharedBloomFilter {
     }
 
     /// The write of the items whose bits `words` do not all hold: per shard, `BITFIELD`
-    /// commands of `SET u1 offset 1` fields for the bits that were unset, up to [`MAX_FIELDS`]
-    /// per command and every item's fields in one command (so that its bits are set
-    /// atomically); then a `STRLEN` of each shard written, after all its `BITFIELD`s (a
-    /// `BITFIELD` creates a key that is gone: a shard lost since the read comes back short, and
-    /// the batch must not answer). Returns the batch and where each item's old values are; the
-    /// `STRLEN`s follow the `BITFIELD`s, one per shard written in [`Write::shards`] order.
+    /// commands of the shard's guard (`GET u8`) and `SET u1 offset 1` fields for the bits that
+    /// were unset, up to [`MAX_FIELDS`] per command and every item's fields in one command (so
+    /// that its bits are set atomically). Returns the batch and where each item's old values
+    /// are.
     ///
     /// Many items per command rather than one each (measured with `benches/redis.rs`): the
     /// client's instructions per new item fell from 16.8k to 10.2k (callgrind, 20k ids), its
     /// CPU from 1.95 to 1.15 us per item (200k ids), with fewer commands to build, copy and
     /// parse; the server's time in `BITFIELD` per item did not grow.
-    fn write_batch(
-        &self,
-        items: &[Located],
-        words: &[[u64; 8]],
-        check_first: bool,
-    ) -> (Batch, Write) {
+    fn write_batch(&self, items: &[Located], words: &[[u64; 8]]) -> (Batch, Write) {
         let mut batch = Batch::default();
         let mut written = Vec::new();
-        // Per shard: its open command (fields so far) and its index among `cmds`.
+        // Per shard: its open command (fields so far, the guard's included) and its index
+        // among `cmds`.
         let mut open: Vec<Option<(usize, usize)>> = vec![None; self.keys.len()];
         // Per command: its shard, the command, and its fields.
         let mut cmds: Vec<(usize, Cmd, usize)> = Vec::new();
@@ -622,14 +614,15 @@ impl SharedBloomFilter {
                 continue;
             }
             let missing = missing as usize;
-            debug_assert!(missing <= MAX_FIELDS);
+            debug_assert!(missing < MAX_FIELDS);
             let (cmd, first) = match open[item.shard] {
                 Some((cmd, fields)) if fields + missing <= MAX_FIELDS => (cmd, fields),
                 _ => {
                     let mut c = redis::cmd("BITFIELD");
                     c.arg(&self.keys[item.shard]);
-                    cmds.push((item.shard, c, 0));
-                    (cmds.len() - 1, 0)
+                    guard::get(&mut c, self.guard_byte(item.shard));
+                    cmds.push((item.shard, c, 1));
+                    (cmds.len() - 1, 1)
                 }
             };
             open[item.shard] = Some((cmd, first + missing));
@@ -651,93 +644,35 @@ impl SharedBloomFilter {
                 fields: missing,
             });
         }
-        let mut shard_key = vec![usize::MAX; self.keys.len()];
-        for (shard, _, _) in &cmds {
-            if shard_key[*shard] == usize::MAX {
-                shard_key[*shard] = batch.key(&self.keys[*shard]);
-            }
-        }
-        let shards: Vec<usize> = (0..self.keys.len())
-            .filter(|&s| shard_key[s] != usize::MAX)
-            .collect();
-        let strlen = |s: usize| {
-            let mut cmd = redis::cmd("STRLEN");
-            cmd.arg(&self.keys[s]);
-            cmd
-        };
-        let before = if check_first { shards.len() } else { 0 };
-        if check_first {
-            for &s in &shards {
-                batch.push(shard_key[s], strlen(s));
-            }
-        }
-        let commands = before + cmds.len();
+        let mut shards = Vec::with_capacity(cmds.len());
         for (shard, cmd, fields) in cmds {
-            batch.push_fields(shard_key[shard], cmd, fields);
+            let k = batch.key(&self.keys[shard]);
+            batch.push_fields(k, cmd, fields);
+            shards.push(shard);
         }
-        for &s in &shards {
-            batch.push(shard_key[s], strlen(s));
-        }
-        (
-            batch,
-            Write {
-                written,
-                before,
-                commands,
-                shards,
-            },
-        )
+        (batch, Write { written, shards })
     }
 
-    /// A write without a read (`Write::before` > 0) re-creates a shard that is gone (a
-    /// `BITFIELD` creates its key): the `DEL`s of the shards that were missing before the
-    /// write and are still short after it, so that the loss stays [`Error::Missing`] for every
-    /// client rather than a short key. (A create of the filter that grows the shard between
-    /// this write and its `DEL` loses it again: reported as missing, never answered from.)
-    fn recreated(&self, write: &Write, replies: &[Value]) -> Batch {
-        let mut batch = Batch::default();
-        let lengths = replies.get(write.commands..).unwrap_or_default();
-        for (k, &s) in write.shards.iter().enumerate().take(write.before) {
-            let full = self.shard_words(s) * 8;
-            let was_missing = matches!(replies.get(k), Some(Value::Int(0)));
-            let short = matches!(lengths.get(k), Some(Value::Int(n)) if u64::try_from(*n).is_ok_and(|n| n < full));
-            if was_missing && short {
-                let key = batch.key(&self.keys[s]);
-                let mut cmd = redis::cmd("DEL");
-                cmd.arg(&self.keys[s]);
-                batch.push(key, cmd);
-            }
-        }
-        batch
-    }
-
-    /// The answers: an item is new if its write found one of its bits unset.
+    /// The answers: an item is new if its write found one of its bits unset. A shard whose
+    /// guard was gone answers nothing: the write created its key again, without the guard, and
+    /// every later command on it says so too.
     fn after_write(
         &self,
         items: &[Located],
         write: &Write,
         replies: &[Value],
     ) -> Result<Vec<bool>, Error> {
-        for (k, &s) in write.shards.iter().enumerate().take(write.before) {
-            self.check_length(s, replies.get(k))?;
-        }
-        let lengths = replies.get(write.commands..).unwrap_or_default();
-        for (k, &s) in write.shards.iter().enumerate() {
-            self.check_length(s, lengths.get(k))?;
-        }
+        self.check_guards(&write.shards, replies)?;
         let mut new = vec![false; items.len()];
         for w in &write.written {
-            let old = match replies.get(write.before + w.reply) {
+            let old = match replies.get(w.reply) {
                 Some(Value::Array(old)) => old.get(w.first..w.first + w.fields),
                 _ => None,
             };
             let Some(old) = old else {
                 return Err(Error::corrupt(
                     &self.keys[items[w.item].shard],
-                    format!(
-                        "BITFIELD answered {:?}",
-                        replies.get(write.before + w.reply)
-                    ),
+                    format!("BITFIELD answered {:?}", replies.get(w.reply)),
                 ));
             };
             // Each old value of a `SET u1` is a bit: another value is no answer.
@@ -772,73 +707,87 @@ impl SharedBloomFilter {
     }
 
     /// Inserts the items of `hashes`, appending to `new` whether each was new (as
-    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were.
+    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were. One
+    /// request (one or two round trips) per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items, so
+    /// that a batch of any size takes the memory of one request.
     ///
     /// # Errors
     ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
+    /// As [`insert`](Self::insert); `new` is then unchanged (the requests before the one that
+    /// failed were written: their items are in the filter, unanswered).
     pub fn insert_many_hashes(
         &self,
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let write_only = self.mostly_new.load(Relaxed);
-        let words = if write_only {
-            vec![[0; 8]; items.len()]
-        } else {
-            let (batch, read) = self.read_batch(&items);
-            self.after_read(&items, &read, &self.server.run(&batch)?)?
-        };
-        let (batch, write) = self.write_batch(&items, &words, write_only);
-        let replies = self.server.run(&batch)?;
-        let stray = self.recreated(&write, &replies);
-        if !stray.is_empty() {
-            // Best effort: the error below is the answer whatever this does.
-            let _ = self.server.run(&stray);
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let words = if self.mostly_new.load(Relaxed) {
+                vec![[0; 8]; items.len()]
+            } else {
+                let (batch, read) = self.read_batch(&items);
+                let replies = self.server.run(&batch);
+                match replies.and_then(|r| self.after_read(&items, &read, &r)) {
+                    Ok(words) => words,
+                    Err(err) => return Err(undo(new, start, err)),
+                }
+            };
+            let (batch, write) = self.write_batch(&items, &words);
+            let answers = self
+                .server
+                .run(&batch)
+                .and_then(|r| self.after_write(&items, &write, &r));
+            match answers {
+                Ok(answers) => count += self.remember(new, answers),
+                Err(err) => return Err(self.failed(new, start, err)),
+            }
         }
-        let answers = self.after_write(&items, &write, &replies);
-        if answers.is_err() {
-            // Read first next time: a read finds a lost shard without writing.
-            self.mostly_new.store(false, Relaxed);
-        }
-        Ok(self.remember(new, answers?))
+        Ok(count)
     }
 
     /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
     ///
     /// # Errors
     ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
+    /// As [`insert_many_hashes`](Self::insert_many_hashes).
     pub async fn insert_many_hashes_async(
         &self,
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let write_only = self.mostly_new.load(Relaxed);
-        let words = if write_only {
-            vec![[0; 8]; items.len()]
-        } else {
-            let (batch, read) = self.read_batch(&items);
-            self.after_read(&items, &read, &self.server.run_async(&batch).await?)?
-        };
-        let (batch, write) = self.write_batch(&items, &words, write_only);
-        let replies = self.server.run_async(&batch).await?;
-        let stray = self.recreated(&write, &replies);
-        if !stray.is_empty() {
-            let _ = self.server.run_async(&stray).await;
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let words = if self.mostly_new.load(Relaxed) {
+                vec![[0; 8]; items.len()]
+            } else {
+                let (batch, read) = self.read_batch(&items);
+                let replies = self.server.run_async(&batch).await;
+                match replies.and_then(|r| self.after_read(&items, &read, &r)) {
+                    Ok(words) => words,
+                    Err(err) => return Err(undo(new, start, err)),
+                }
+            };
+            let (batch, write) = self.write_batch(&items, &words);
+            let answers = self
+                .server
+                .run_async(&batch)
+                .await
+                .and_then(|r| self.after_write(&items, &write, &r));
+            match answers {
+                Ok(answers) => count += self.remember(new, answers),
+                Err(err) => return Err(self.failed(new, start, err)),
+            }
         }
-        let answers = self.after_write(&items, &write, &replies);
-        if answers.is_err() {
-            // Read first next time: a read finds a lost shard without writing.
-            self.mostly_new.store(false, Relaxed);
-        }
-        Ok(self.remember(new, answers?))
+        Ok(count)
     }
 
     /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in the
-    /// filter; returns how many are. One round trip.
+    /// filter; returns how many are. One round trip per
+    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
     ///
     /// # Errors
     ///
@@ -848,10 +797,21 @@ impl SharedBloomFilter {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items);
-        let words = self.after_read(&items, &read, &self.server.run(&batch)?)?;
-        Ok(append(hits, Self::present(&items, &words)))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let (batch, read) = self.read_batch(&items);
+            let words = self
+                .server
+                .run(&batch)
+                .and_then(|r| self.after_read(&items, &read, &r));
+            match words {
+                Ok(words) => count += append(hits, Self::present(&items, &words)),
+                Err(err) => return Err(undo(hits, start, err)),
+            }
+        }
+        Ok(count)
     }
 
     /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
@@ -864,10 +824,22 @@ impl SharedBloomFilter {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items);
-        let words = self.after_read(&items, &read, &self.server.run_async(&batch).await?)?;
-        Ok(append(hits, Self::present(&items, &words)))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let (batch, read) = self.read_batch(&items);
+            let words = self
+                .server
+                .run_async(&batch)
+                .await
+                .and_then(|r| self.after_read(&items, &read, &r));
+            match words {
+                Ok(words) => count += append(hits, Self::present(&items, &words)),
+                Err(err) => return Err(undo(hits, start, err)),
+            }
+        }
+        Ok(count)
     }
 
     crate::forward::item_forms!();
@@ -968,11 +940,13 @@ impl SharedBloomFilter {
             }
             server.run(&batch)?;
         }
-        // Into the shards with `BITOP OR`, not `RENAME`: a create of the same name racing the
+        // The shards, empty with their guards (kept if a racing create made them), then the
+        // bits into them with `BITOP OR`, not `RENAME`: a create of the same name racing the
         // upload may have grown the shards and inserted into them, and an OR keeps its bits.
         // One command per request: a cluster pipeline refuses commands of two keys (these
         // share a slot). The description comes last, so that no process opens the filter
         // before all its bits are in.
+        server.run(&filter.create_batch())?;
         for (key, temp) in filter.keys.iter().zip(&temp) {
             for cmd in [
                 {
@@ -1048,8 +1022,16 @@ impl SharedBloomFilter {
                 ranges.push((done, n));
                 done += n;
             }
+            // The guard last: a shard lost during the reads has none (see `guard`).
+            let guard = self.guard_byte(s);
+            batch.push(k, {
+                let mut c = redis::cmd("GETRANGE");
+                c.arg(key).arg(guard).arg(guard);
+                c
+            });
             let replies = self.server.run(&batch)?;
-            if !matches!(replies[0], Value::Int(1)) {
+            let guarded = matches!(replies.last(), Some(Value::BulkString(b)) if b[..] == [1]);
+            if !matches!(replies[0], Value::Int(1)) || !guarded {
                 return Err(Error::Missing {
                     name: self.name.clone(),
                     key: key.clone(),
@@ -1124,6 +1106,19 @@ impl SharedBloomFilter {
         }
         new
     }
+
+    /// A failed write: `out` cut back, and the next batch reads first (a read finds a lost
+    /// shard without writing).
+    fn failed(&self, out: &mut Vec<bool>, start: usize, err: Error) -> Error {
+        self.mostly_new.store(false, Relaxed);
+        undo(out, start, err)
+    }
+}
+
+/// `err`, with `out` cut back to its `start`: a failed call answers nothing.
+fn undo(out: &mut Vec<bool>, start: usize, err: Error) -> Error {
+    out.truncate(start);
+    err
 }
 
 /// Appends `answers` to `out`; how many are `true`.

@@ -91,8 +91,10 @@ macro_rules! item_forms {
             self.contains_hash_async(hash).await
         }
 
-        /// Inserts every item as one batch (its round trips: the type's docs), appending to
-        /// `new` whether each was new, in order; returns how many were. The answers are those
+        /// Inserts every item as one batch (its round trips: the type's docs; one request per
+        /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items, so that the memory a call takes
+        /// is bounded whatever its size), appending to `new` whether each was new, in order;
+        /// returns how many were. The answers are those
         /// of inserting the items one by one, in order: an item repeated in the batch is new
         /// at most once, at its first place.
         ///
@@ -109,10 +111,24 @@ macro_rules! item_forms {
             T: core::hash::Hash + ?Sized + 'a,
             I: IntoIterator<Item = &'a T>,
         {
-            self.insert_many_hashes(&self.hashes(items), new)
+            let start = new.len();
+            let mut count = 0;
+            let mut items = items.into_iter().peekable();
+            while items.peek().is_some() {
+                let hashes = self.hashes(items.by_ref().take(crate::REQUEST_ITEMS));
+                match self.insert_many_hashes(&hashes, new) {
+                    Ok(n) => count += n,
+                    Err(err) => {
+                        new.truncate(start);
+                        return Err(err);
+                    }
+                }
+            }
+            Ok(count)
         }
 
-        /// Looks up every item as one batch (one round trip), appending to `hits` whether each
+        /// Looks up every item as one batch (one round trip per
+        /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items), appending to `hits` whether each
         /// is there; returns how many are.
         ///
         /// # Errors
@@ -127,7 +143,20 @@ macro_rules! item_forms {
             T: core::hash::Hash + ?Sized + 'a,
             I: IntoIterator<Item = &'a T>,
         {
-            self.contains_many_hashes(&self.hashes(items), hits)
+            let start = hits.len();
+            let mut count = 0;
+            let mut items = items.into_iter().peekable();
+            while items.peek().is_some() {
+                let hashes = self.hashes(items.by_ref().take(crate::REQUEST_ITEMS));
+                match self.contains_many_hashes(&hashes, hits) {
+                    Ok(n) => count += n,
+                    Err(err) => {
+                        hits.truncate(start);
+                        return Err(err);
+                    }
+                }
+            }
+            Ok(count)
         }
 
         /// [`insert_many`](Self::insert_many), on the tokio connection.
@@ -144,6 +173,9 @@ macro_rules! item_forms {
             T: core::hash::Hash + ?Sized + 'a,
             I: IntoIterator<Item = &'a T>,
         {
+            // Hashed before the first await (16 bytes an item), so that the future holds no
+            // borrow of the caller's iterator and stays `Send` whatever the iterator is; the
+            // requests are cut by `insert_many_hashes_async`.
             let hashes = self.hashes(items);
             self.insert_many_hashes_async(&hashes, new).await
         }
@@ -162,6 +194,9 @@ macro_rules! item_forms {
             T: core::hash::Hash + ?Sized + 'a,
             I: IntoIterator<Item = &'a T>,
         {
+            // Hashed before the first await (16 bytes an item), so that the future holds no
+            // borrow of the caller's iterator and stays `Send` whatever the iterator is; the
+            // requests are cut by `contains_many_hashes_async`.
             let hashes = self.hashes(items);
             self.contains_many_hashes_async(&hashes, hits).await
         }

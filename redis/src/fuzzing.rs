@@ -179,14 +179,17 @@ fn bitfield_shape(mut args: &[&[u8]], reply: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// A script's reply, the script told apart by its keys and arguments: `TIME` (one key, no
-/// argument), the map's shard creation (one key, one argument: not read), the map's forget
-/// (one key, three arguments), the windowed filter's insert (two keys or more).
+/// A script's reply, the script told apart by its SHA-1 or source ([`crate::script`]).
 fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
     let keys = number(args.get(2)).ok_or("no key count")?;
     let argv = args.get(3 + keys..).unwrap_or_default();
-    match (keys, argv.len()) {
-        (1, 0) => {
+    let int = |ok: &dyn Fn(i64) -> bool| match reply {
+        Value::Int(n) if ok(*n) => Ok(()),
+        _ => Err("not an integer in range".to_owned()),
+    };
+    let name = args.get(1).and_then(|a| crate::script::name_of(a));
+    match name.ok_or("an unknown script")? {
+        "time" => {
             let part = |v: &Value| match v {
                 Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
                 Value::Int(n) => u64::try_from(*n).ok(),
@@ -201,17 +204,19 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                 _ => Err("not TIME's two numbers".to_owned()),
             }
         }
-        (1, 1) => Ok(()),
-        (1, 3) => match reply {
-            Value::Int(-1..=1) => Ok(()),
-            _ => Err("not -1, 0 or 1".to_owned()),
-        },
-        (_, _) => {
-            // The expiry, then per item, per key, a count and that many offsets.
+        // Creations: their replies are not read.
+        "shard create" | "map create" | "ledger create" => Ok(()),
+        "forget" => int(&|n| (-1..=1).contains(&n)),
+        "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
+        "window check" => int(&|n| n >= -2 && n <= keys as i64 - 1),
+        "window insert" => {
+            // The expiry, the guard, one generation per generation key, then per item, per
+            // generation key, a count and that many offsets.
+            let generations = keys - 1;
             let mut items = 0;
-            let mut at = 1;
+            let mut at = 2 + generations;
             while at < argv.len() {
-                for _ in 0..keys {
+                for _ in 0..generations {
                     at += 1 + number(argv.get(at)).ok_or("a count expected")?;
                 }
                 items += 1;
@@ -223,9 +228,17 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                 {
                     Ok(())
                 }
+                Value::Array(lost) => match lost.as_slice() {
+                    [Value::Int(-2)] => Ok(()),
+                    [Value::Int(-1), Value::Int(k)] if (1..=generations as i64).contains(k) => {
+                        Ok(())
+                    }
+                    _ => Err(format!("not {items} answers of 0 or 1, nor a lost key")),
+                },
                 _ => Err(format!("not {items} answers of 0 or 1")),
             }
         }
+        other => Err(format!("no shape for the script {other}")),
     }
 }
 
@@ -253,9 +266,10 @@ mod tests {
     const NIL: &[u8] = b"$-1\r\n";
 
     /// A Bloom filter of one item's capacity (word layout: 8 blocks, 64 bytes, `k` 5), created
-    /// on a server whose next replies are `then`.
+    /// on a server whose next replies are `then` (the create: no description, the shard made,
+    /// the description written).
     fn bloom(then: &[Vec<u8>]) -> (Server, SharedBloomFilter) {
-        let mut script = [NIL.to_vec(), array(&[int(0)])].concat();
+        let mut script = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
         then.iter().for_each(|r| script.extend_from_slice(r));
         let server = server(&script, false);
         let filter = SharedBloomFilter::builder("f", 1).create(&server).unwrap();
@@ -270,26 +284,24 @@ mod tests {
     /// unnoticed (`redis_windowed` found a description's text after a word's value).
     #[test]
     fn a_bitfield_reply_with_more_values_than_fields_is_an_error() {
-        // The lookup reads one word: `STRLEN`, then `BITFIELD_RO` with one `GET`.
-        let (_, filter) = bloom(&[array(&[int(64), array(&[int(-1), int(0)])])]);
+        // The lookup reads one word: one `BITFIELD_RO` of the guard and one `GET`.
+        let (_, filter) = bloom(&[array(&[array(&[int(1), int(-1), int(0)])])]);
         is_corrupt(filter.contains(&7u64));
-        // The window's lookup: `EXISTS`, then one word in each of 3 generations.
+        // The window's lookup: `EXISTS`, then one word in each of 3 generations, then the
+        // ledger's check.
         let time = array(&[array(&[bulk("1700000000"), bulk("0")])]);
         let one = array(&[int(0)]);
-        let read = array(&[int(1), one.clone(), one, array(&[int(0), bulk("seen")])]);
-        let replies = server(&[NIL.to_vec(), time, read].concat(), false);
+        let bad = array(&[int(0), bulk("seen")]);
+        let read = array(&[int(1), one.clone(), one, bad, int(0)]);
+        let created = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
+        let replies = server(&[created.clone(), time, read].concat(), false);
         let window = SharedWindowedFilter::builder("w", 1)
             .periods(1)
             .create(&replies)
             .unwrap();
         is_corrupt(window.contains(&7u64));
         let server = server(
-            &[
-                NIL.to_vec(),
-                int(9),
-                array(&[array(&[int(1), int(0), int(0)])]),
-            ]
-            .concat(),
+            &[created, array(&[array(&[int(1), int(0), int(0)])])].concat(),
             false,
         );
         let map = SharedOverwriteMap::builder("m", 1).create(&server).unwrap();
@@ -301,11 +313,8 @@ mod tests {
     #[test]
     fn an_old_bit_that_is_neither_0_nor_1_is_an_error() {
         for odd in [array(&[]), int(2)] {
-            let old = [int(0), int(0), odd.clone(), odd.clone(), odd];
-            let (_, filter) = bloom(&[
-                array(&[int(64), array(&[int(0)])]),
-                array(&[array(&old), int(64)]),
-            ]);
+            let old = [int(1), int(0), int(0), odd.clone(), odd.clone(), odd];
+            let (_, filter) = bloom(&[array(&[array(&[int(1), int(0)])]), array(&[array(&old)])]);
             is_corrupt(filter.insert(&7u64));
         }
     }
@@ -322,7 +331,8 @@ mod tests {
             (max.as_str(), max.as_str(), false),
         ] {
             let time = array(&[array(&[bulk(secs), bulk(micros)])]);
-            let server = server(&[NIL.to_vec(), time].concat(), false);
+            let created = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
+            let server = server(&[created, time].concat(), false);
             let window = SharedWindowedFilter::builder("w", 1).create(&server);
             if valid {
                 assert_eq!(window.unwrap().generation().unwrap(), u64::MAX / 86_400);
@@ -330,5 +340,22 @@ mod tests {
                 is_corrupt(window);
             }
         }
+    }
+
+    /// A guard that is not 1 answers nothing: 0 is a lost shard, anything else a corrupt one.
+    #[test]
+    fn a_guard_byte_that_is_not_1_is_missing_or_corrupt() {
+        let (_, filter) = bloom(&[array(&[array(&[int(0), int(-1)])])]);
+        let lost = filter.contains(&7u64);
+        assert!(matches!(lost, Err(Error::Missing { .. })), "{lost:?}");
+        let (_, filter) = bloom(&[array(&[array(&[int(2), int(-1)])])]);
+        is_corrupt(filter.contains(&7u64));
+        // An insert's write whose guard is gone: the answer is not read.
+        let (_, filter) = bloom(&[
+            array(&[array(&[int(1), int(0)])]),
+            array(&[array(&[int(0), int(0), int(0), int(0), int(0), int(0)])]),
+        ]);
+        let lost = filter.insert(&7u64);
+        assert!(matches!(lost, Err(Error::Missing { .. })), "{lost:?}");
     }
 }

@@ -5,7 +5,7 @@
 //! use seen_redis::{Server, SharedBloomFilter};
 //! let server = Server::open("redis://127.0.0.1:6379")?;
 //! // Every process runs this line: the first creates the filter, the others open it.
-//! let orders = SharedBloomFilter::builder("orders", 10_000_000).fpr(0.01).create(&server)?;
+//! let orders = SharedBloomFilter::builder("orders", 10_000_000).fpr(0.01).open_or_create(&server)?;
 //! let mut new = Vec::new();
 //! orders.insert_many(["order-1", "order-2", "order-1"], &mut new)?;
 //! assert_eq!(new, [true, true, false]);
@@ -79,9 +79,11 @@
 mod bloom;
 mod error;
 mod forward;
+mod guard;
 mod map;
 mod meta;
 mod names;
+mod script;
 mod server;
 mod windowed;
 
@@ -89,6 +91,19 @@ mod windowed;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzzing;
+
+/// The most items one request carries. A call with more (`insert_many`, `contains_many`, their
+/// `_hashes` and `_async` forms) sends them as several requests, one after another, so that
+/// the client's memory for a call is that of one request whatever the call's size (a million
+/// items in one request took 1.5 to 3.4 GB). A failed call answers none of its items; the
+/// requests before the one that failed have run.
+pub const REQUEST_ITEMS: usize = 8192;
+
+/// How long a claim of a [`SharedOverwriteMap`] holds its item unless committed or renewed,
+/// unless the handle sets another ([`SharedMapBuilder::lease`]): a consumer that crashes while
+/// holding claims delays their messages' redeliveries by at most this. Below the common
+/// queues' redelivery timeouts (SQS's visibility timeout, 30 s; NSQ's `msg-timeout`, 60 s).
+pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;

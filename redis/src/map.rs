@@ -8,16 +8,22 @@
 
 use std::hash::Hash;
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::{Script, Value};
+use redis::Value;
 use seen::builder::MapSize;
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::{MapSlot, OverwriteMap};
 
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
-use crate::meta::{self, Meta};
+use crate::meta::{self, IfExists, Meta};
+use crate::script::Lua;
 use crate::server::Batch;
 use crate::{Error, Server, names};
+
+mod claim;
+
+pub use claim::SharedClaim;
 
 /// At most this many `SET`s or `GET`s of slots in one `BITFIELD` (as for the Bloom filter: the
 /// server parses a command's arguments before running it).
@@ -34,6 +40,7 @@ const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 /// doubles), and the fingerprint is compared as its 8 bytes, never as a number.
 static FORGET: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
+        "forget",
         r"-- KEYS[1]: a shard. ARGV[1]: the slot's first byte; ARGV[2]: the fingerprint,
 -- 8 bytes big-endian; ARGV[3]: the guard byte's offset.
 -- Returns 1 if the slot held the fingerprint (now cleared), 0 if not, -1 if the shard is gone.
@@ -45,29 +52,27 @@ return 1",
     )
 });
 
-/// A shard's creation: every slot empty, the guard byte set, in one atomic step.
+/// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard
+/// byte set, and the leases hash with its guard field, in one atomic step. A shard that has
+/// its guard, and leases that have theirs, are kept (a racing creator made them).
 static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
-        r"-- KEYS[1]: a shard. ARGV[1]: the guard byte's offset.
-redis.call('DEL', KEYS[1])
-return redis.call('SETRANGE', KEYS[1], ARGV[1], '\1')",
+        "map create",
+        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard byte's offset.
+local made = 0
+if redis.call('GETRANGE', KEYS[1], ARGV[1], ARGV[1]) ~= '\1' then
+  redis.call('DEL', KEYS[1])
+  redis.call('SETRANGE', KEYS[1], ARGV[1], '\1')
+  made = 1
+end
+if redis.call('HGET', KEYS[2], 'guard') ~= '1' then
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[2], 'guard', '1')
+  made = 1
+end
+return made",
     )
 });
-
-/// A script of one key: its source, and its SHA-1 for `EVALSHA` (from [`redis::Script`]).
-struct Lua {
-    source: &'static str,
-    sha: String,
-}
-
-impl Lua {
-    fn new(source: &'static str) -> Self {
-        Self {
-            source,
-            sha: Script::new(source).get_hash().to_owned(),
-        }
-    }
-}
 
 /// An [`OverwriteMap`] that every process and machine that opens it by name shares, with its
 /// at-least-once claims: the local map's slots and fingerprints, kept in a Redis or Valkey
@@ -102,7 +107,7 @@ impl Lua {
 /// ```no_run
 /// use seen_redis::{Server, SharedOverwriteMap};
 /// let server = Server::open("redis://127.0.0.1:6379")?;
-/// let map = SharedOverwriteMap::builder("inbox", 1_000_000).create(&server)?;
+/// let map = SharedOverwriteMap::builder("inbox", 1_000_000).open_or_create(&server)?;
 /// if let Some(claim) = map.claim("msg-42")? {
 ///     // process msg-42 ...
 ///     claim.commit(); // processed: later deliveries are duplicates
@@ -182,6 +187,9 @@ pub struct SharedOverwriteMap {
     slots_per_shard: u64,
     hasher: StableHasher,
     keys: Vec<String>,
+    /// Per shard, the hash of its claims' leases (`map/claim.rs`).
+    pub(crate) leases: Vec<String>,
+    pub(crate) lease: Duration,
 }
 
 impl std::fmt::Debug for SharedOverwriteMap {
@@ -201,6 +209,7 @@ pub struct SharedMapBuilder {
     size: MapSize,
     shards: Option<u32>,
     seed: u64,
+    lease: Duration,
 }
 
 impl SharedMapBuilder {
@@ -240,23 +249,53 @@ impl SharedMapBuilder {
         Ok((buckets, shards, describe(buckets, shards, self.seed)))
     }
 
-    /// Creates the map on `server` (every slot empty), or opens it if a map of this name with
-    /// the same parameters exists (so every process of a service can run the same line).
+    /// How long a claim holds its item unless committed or renewed (default
+    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE)): see [`SharedClaim`]. A setting of this
+    /// handle, not of the map: each consumer picks its own.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Creates the map on `server`, every slot empty: each shard with its guard byte and its
+    /// leases, then the description (so that no process opens it before its shards are there).
     ///
     /// # Errors
     ///
-    /// [`Error::Mismatch`] if the name holds a map with other parameters (naming the first) or
-    /// another kind of structure; [`Error::Local`] for a size the library refuses (0 buckets, a
-    /// probability outside (0, 1)); [`Error::InvalidName`]; the server's errors.
+    /// [`Error::Exists`] if a map of this name and these parameters exists (use
+    /// [`open_or_create`](Self::open_or_create) for the line every process of a service
+    /// runs); [`Error::Mismatch`] if the name holds a map with other parameters (naming the
+    /// first) or another kind of structure; [`Error::Local`] for a size the library refuses (0
+    /// buckets, a probability outside (0, 1)); [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (buckets, shards, meta) = self.plan()?;
-        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed);
-        if meta::create(server, &self.name, &meta)? {
-            for s in 0..map.keys.len() {
-                let guard = map.guard_byte(s).to_string();
-                run_script(server, &CREATE, &map.keys[s], &[guard.into_bytes()])?;
-            }
-        }
+        let (map, meta) = self.map(server)?;
+        meta::create_with(
+            server,
+            &self.name,
+            &meta,
+            &map.create_batch(),
+            IfExists::Fail,
+        )?;
+        Ok(map)
+    }
+
+    /// Opens the map if one of this name and these parameters exists, else creates it: the
+    /// line every process of a service runs. A map whose shards were lost is opened, and
+    /// reports [`Error::Missing`] on every operation (destroy it and create it again to start
+    /// it empty).
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create), except that an existing map is no error.
+    pub fn open_or_create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
+        let (map, meta) = self.map(server)?;
+        meta::create_with(
+            server,
+            &self.name,
+            &meta,
+            &map.create_batch(),
+            IfExists::Open,
+        )?;
         Ok(map)
     }
 
@@ -266,15 +305,29 @@ impl SharedMapBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (buckets, shards, meta) = self.plan()?;
-        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed);
-        if meta::create_async(server, &self.name, &meta).await? {
-            for s in 0..map.keys.len() {
-                let guard = map.guard_byte(s).to_string();
-                run_script_async(server, &CREATE, &map.keys[s], &[guard.into_bytes()]).await?;
-            }
-        }
+        let (map, meta) = self.map(server)?;
+        let batch = map.create_batch();
+        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Fail).await?;
         Ok(map)
+    }
+
+    /// [`open_or_create`](Self::open_or_create), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_or_create`](Self::open_or_create).
+    pub async fn open_or_create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
+        let (map, meta) = self.map(server)?;
+        let batch = map.create_batch();
+        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Open).await?;
+        Ok(map)
+    }
+
+    fn map(&self, server: &Server) -> Result<(SharedOverwriteMap, Meta), Error> {
+        let (buckets, shards, meta) = self.plan()?;
+        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed)
+            .with_lease(self.lease);
+        Ok((map, meta))
     }
 }
 
@@ -321,6 +374,7 @@ impl SharedOverwriteMap {
             size: size.into(),
             shards: None,
             seed: 0,
+            lease: crate::DEFAULT_LEASE,
         }
     }
 
@@ -390,7 +444,34 @@ impl SharedOverwriteMap {
             keys: (0..shards)
                 .map(|s| names::shard(name, s, "slots"))
                 .collect(),
+            leases: (0..shards)
+                .map(|s| names::shard(name, s, "leases"))
+                .collect(),
+            lease: crate::DEFAULT_LEASE,
         }
+    }
+
+    /// This handle with claims that hold their items for `lease` (see
+    /// [`SharedMapBuilder::lease`]); at least a millisecond.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long this handle's claims hold their items unless committed or renewed.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The creation of every shard with its guard and its leases ([`CREATE`]).
+    fn create_batch(&self) -> Batch {
+        let mut batch = Batch::default();
+        for s in 0..self.keys.len() {
+            let k = batch.key(&self.keys[s]);
+            let guard = self.guard_byte(s).to_string().into_bytes();
+            batch.push_script(k, &CREATE, &[&self.keys[s], &self.leases[s]], &[guard]);
+        }
+        batch
     }
 
     /// The map's name.
@@ -551,16 +632,30 @@ impl SharedOverwriteMap {
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items = self.locate_all(hashes);
-        let (batch, at) = self.batch(&items, true);
-        let old = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
-        Ok(append(
-            new,
-            items
-                .iter()
-                .zip(old)
-                .map(|(item, old)| old != item.fingerprint),
-        ))
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = (|| {
+                let items = self.locate_all(chunk);
+                let (batch, at) = self.batch(&items, true);
+                let old = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
+                Ok::<_, Error>(
+                    items
+                        .iter()
+                        .zip(old)
+                        .map(|(item, old)| old != item.fingerprint)
+                        .collect::<Vec<_>>(),
+                )
+            })();
+            match answers {
+                Ok(answers) => count += append(new, answers.into_iter()),
+                Err(err) => {
+                    new.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
@@ -573,16 +668,31 @@ impl SharedOverwriteMap {
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items = self.locate_all(hashes);
-        let (batch, at) = self.batch(&items, true);
-        let old = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
-        Ok(append(
-            new,
-            items
-                .iter()
-                .zip(old)
-                .map(|(item, old)| old != item.fingerprint),
-        ))
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = async {
+                let items = self.locate_all(chunk);
+                let (batch, at) = self.batch(&items, true);
+                let old = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
+                Ok::<_, Error>(
+                    items
+                        .iter()
+                        .zip(old)
+                        .map(|(item, old)| old != item.fingerprint)
+                        .collect::<Vec<_>>(),
+                )
+            }
+            .await;
+            match answers {
+                Ok(answers) => count += append(new, answers.into_iter()),
+                Err(err) => {
+                    new.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// Looks up the items of `hashes`, appending to `hits` whether each is remembered; returns
@@ -596,16 +706,30 @@ impl SharedOverwriteMap {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items = self.locate_all(hashes);
-        let (batch, at) = self.batch(&items, false);
-        let held = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
-        Ok(append(
-            hits,
-            items
-                .iter()
-                .zip(held)
-                .map(|(item, held)| held == item.fingerprint),
-        ))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = (|| {
+                let items = self.locate_all(chunk);
+                let (batch, at) = self.batch(&items, false);
+                let held = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
+                Ok::<_, Error>(
+                    items
+                        .iter()
+                        .zip(held)
+                        .map(|(item, held)| held == item.fingerprint)
+                        .collect::<Vec<_>>(),
+                )
+            })();
+            match answers {
+                Ok(answers) => count += append(hits, answers.into_iter()),
+                Err(err) => {
+                    hits.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
@@ -618,16 +742,31 @@ impl SharedOverwriteMap {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let items = self.locate_all(hashes);
-        let (batch, at) = self.batch(&items, false);
-        let held = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
-        Ok(append(
-            hits,
-            items
-                .iter()
-                .zip(held)
-                .map(|(item, held)| held == item.fingerprint),
-        ))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = async {
+                let items = self.locate_all(chunk);
+                let (batch, at) = self.batch(&items, false);
+                let held = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
+                Ok::<_, Error>(
+                    items
+                        .iter()
+                        .zip(held)
+                        .map(|(item, held)| held == item.fingerprint)
+                        .collect::<Vec<_>>(),
+                )
+            }
+            .await;
+            match answers {
+                Ok(answers) => count += append(hits, answers.into_iter()),
+                Err(err) => {
+                    hits.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     crate::forward::item_forms!();
@@ -676,8 +815,8 @@ impl SharedOverwriteMap {
     ///
     /// As [`forget`](Self::forget).
     pub fn forget_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let (key, args) = self.forget_args(hash);
-        self.after_forget(key, run_script(&self.server, &FORGET, key, &args)?)
+        let (batch, key) = self.forget_batch(hash);
+        self.after_forget(key, self.server.run(&batch)?)
     }
 
     /// [`forget`](Self::forget), on the tokio connection.
@@ -695,25 +834,27 @@ impl SharedOverwriteMap {
     ///
     /// As [`forget`](Self::forget).
     pub async fn forget_hash_async(&self, hash: Hash128) -> Result<bool, Error> {
-        let (key, args) = self.forget_args(hash);
-        self.after_forget(
-            key,
-            run_script_async(&self.server, &FORGET, key, &args).await?,
-        )
+        let (batch, key) = self.forget_batch(hash);
+        self.after_forget(key, self.server.run_async(&batch).await?)
     }
 
-    fn forget_args(&self, hash: Hash128) -> (&str, [Vec<u8>; 3]) {
+    /// The compare-and-clear of `hash`'s slot ([`FORGET`]), and its shard's key.
+    fn forget_batch(&self, hash: Hash128) -> (Batch, &str) {
         let item = self.locate(hash);
+        let key = &self.keys[item.shard];
         let args = [
             (item.offset / 8).to_string().into_bytes(),
             item.fingerprint.to_be_bytes().to_vec(),
             self.guard_byte(item.shard).to_string().into_bytes(),
         ];
-        (&self.keys[item.shard], args)
+        let mut batch = Batch::default();
+        let k = batch.key(key);
+        batch.push_script(k, &FORGET, &[key], &args);
+        (batch, key)
     }
 
-    fn after_forget(&self, key: &str, reply: Value) -> Result<bool, Error> {
-        match reply {
+    fn after_forget(&self, key: &str, replies: Vec<Value>) -> Result<bool, Error> {
+        match replies.into_iter().next().unwrap_or(Value::Nil) {
             Value::Int(1) => Ok(true),
             Value::Int(0) => Ok(false),
             Value::Int(-1) => Err(Error::Missing {
@@ -725,62 +866,6 @@ impl SharedOverwriteMap {
                 format!("the forget script answered {other:?}"),
             )),
         }
-    }
-
-    /// Claims `item` for at-least-once processing: `Ok(None)` if the map remembers it (a
-    /// duplicate: acknowledge and drop it), otherwise a [`SharedClaim`] that keeps it
-    /// remembered, for every process, while you process it. [`commit`](SharedClaim::commit)
-    /// it once processing succeeded; dropped without `commit`, it forgets the item (a blocking
-    /// round trip), so that the next delivery gets through. `claim` is
-    /// [`insert`](Self::insert): among racing claims of an item the map does not remember,
-    /// from any number of processes, exactly one gets it.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert): never a claim for a write whose outcome is unknown. After
-    /// an [`Error::Connection`] the item **may be in the map with no claim to forget it**; if
-    /// so, its redelivery would be taken for a duplicate. Before handing the message back to
-    /// the queue, [`forget`](Self::forget) it (retrying until the server answers), or accept
-    /// that risk.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use seen_redis::{Server, SharedOverwriteMap};
-    /// # let server = Server::open("redis://127.0.0.1:6379")?;
-    /// let map = SharedOverwriteMap::builder("inbox", 1_000_000).create(&server)?;
-    /// let claim = map.claim("msg-1")?.expect("new");
-    /// assert!(map.claim("msg-1")?.is_none()); // claimed: a duplicate, in any process
-    /// drop(claim); // processing failed: forgotten
-    /// assert!(map.claim("msg-1")?.is_some()); // the redelivery gets through (and is dropped)
-    /// # Ok::<(), seen_redis::Error>(())
-    /// ```
-    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
-    pub fn claim<T: Hash + ?Sized>(&self, item: &T) -> Result<Option<SharedClaim<'_>>, Error> {
-        let hash = self.hasher.hash_item(item);
-        Ok(self
-            .insert_hash(hash)?
-            .then(|| SharedClaim::new(self, hash)))
-    }
-
-    /// [`claim`](Self::claim), on the tokio connection. The claim is the same
-    /// [`SharedClaim`]: forget it with [`forget_async`](SharedClaim::forget_async) when
-    /// processing fails, since a drop cannot await (a drop without `commit` still forgets,
-    /// blocking: see [`SharedClaim`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`claim`](Self::claim).
-    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
-    pub async fn claim_async<T: Hash + ?Sized>(
-        &self,
-        item: &T,
-    ) -> Result<Option<SharedClaim<'_>>, Error> {
-        let hash = self.hasher.hash_item(item);
-        Ok(self
-            .insert_hash_async(hash)
-            .await?
-            .then(|| SharedClaim::new(self, hash)))
     }
 
     /// Deletes the map: its description first (so that no process opens it any more), then its
@@ -808,181 +893,4 @@ fn append(out: &mut Vec<bool>, answers: impl Iterator<Item = bool>) -> usize {
     let before = out.len();
     out.extend(answers);
     out[before..].iter().filter(|&&b| b).count()
-}
-
-/// The request that runs `script` on `key`: `EVALSHA`, or `EVAL` with the source.
-fn script_batch(script: &Lua, eval: bool, key: &str, args: &[Vec<u8>]) -> Batch {
-    let mut batch = Batch::default();
-    let k = batch.key(key);
-    let mut cmd = redis::cmd(if eval { "EVAL" } else { "EVALSHA" });
-    cmd.arg(if eval {
-        script.source
-    } else {
-        script.sha.as_str()
-    });
-    cmd.arg(1).arg(key);
-    for arg in args {
-        cmd.arg(arg.as_slice());
-    }
-    batch.push(k, cmd);
-    batch
-}
-
-/// Whether `err` says that the server does not have the script (so it did not run).
-fn is_noscript(result: &Result<Vec<Value>, Error>) -> bool {
-    matches!(result, Err(Error::Server { code, .. }) if code == "NOSCRIPT")
-}
-
-/// Runs `script` on `key` with `args` (one round trip, two after a `NOSCRIPT`); its reply.
-fn run_script(server: &Server, script: &Lua, key: &str, args: &[Vec<u8>]) -> Result<Value, Error> {
-    let mut replies = server.run(&script_batch(script, false, key, args));
-    if is_noscript(&replies) {
-        replies = server.run(&script_batch(script, true, key, args));
-    }
-    first(key, replies?)
-}
-
-/// [`run_script`], on the tokio connection.
-async fn run_script_async(
-    server: &Server,
-    script: &Lua,
-    key: &str,
-    args: &[Vec<u8>],
-) -> Result<Value, Error> {
-    let mut replies = server
-        .run_async(&script_batch(script, false, key, args))
-        .await;
-    if is_noscript(&replies) {
-        replies = server
-            .run_async(&script_batch(script, true, key, args))
-            .await;
-    }
-    first(key, replies?)
-}
-
-fn first(key: &str, replies: Vec<Value>) -> Result<Value, Error> {
-    replies
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::corrupt(key, "no reply to a script"))
-}
-
-/// An item claimed in a [`SharedOverwriteMap`] for at-least-once processing (from
-/// [`SharedOverwriteMap::claim`] or [`claim_async`](SharedOverwriteMap::claim_async)):
-/// commit it once processed, or forget it to let the item through again.
-///
-/// The local [`Claim`](seen::Claim)'s semantics and limits (a claim is not a lock; a forget
-/// can erase a later claim of the same item that re-inserted it after an overwrite), with every
-/// process that shares the map: while the claim lives, and after it is committed, every other
-/// claim of the item, from any process, gets `None`, until another item overwrites the slot.
-///
-/// - [`commit`](Self::commit): processing succeeded; the map writes nothing (no round trip).
-/// - [`forget`](Self::forget) / [`forget_async`](Self::forget_async): processing failed;
-///   forgets the item now (one round trip, the compare-and-clear that never erases another
-///   item) and says whether it erased it. On an error the claim stays armed: call it again, or
-///   let the drop try once more.
-/// - **Dropped** without either (an early return, `?`, a panic unwinding): forgets the item as
-///   `forget` does, **blocking** for one round trip on a blocking connection, and **ignores any
-///   error** (a drop cannot return one): if the server cannot be reached, the item stays
-///   remembered and its redelivery may be taken for a duplicate until other items overwrite
-///   the slot. Call `forget` to see the error.
-///
-/// **In async code**, call [`forget_async`](Self::forget_async)`.await` on failure: a drop
-/// cannot await. A claim dropped there uncommitted still forgets, with the blocking round trip
-/// above, on the executor's thread. That is the safe choice: leaving the item remembered would
-/// drop the failed message's redelivery (a loss), and a forget spawned in the background could
-/// run after the message was handed back and its redelivery refused. The cost is one blocked
-/// round trip on the failure path.
-///
-/// Hand a failed message back to the queue only after the forget returned (or the claim was
-/// dropped): a delivery that arrives while the claim lives is a duplicate and gets `None`.
-///
-/// # Examples
-///
-/// ```no_run
-/// # use seen_redis::{Server, SharedOverwriteMap};
-/// # let server = Server::open("redis://127.0.0.1:6379")?;
-/// let map = SharedOverwriteMap::builder("inbox", 1_000_000).create(&server)?;
-/// let mut claim = map.claim("msg-2")?.expect("new");
-/// assert!(claim.forget()?); // failed: forgotten now, the error (if any) seen
-/// assert!(map.claim("msg-2")?.is_some()); // the retry gets through
-/// # Ok::<(), seen_redis::Error>(())
-/// ```
-#[must_use = "dropping a claim forgets the item: `commit` it once the item is processed"]
-pub struct SharedClaim<'a> {
-    map: &'a SharedOverwriteMap,
-    /// The claimed hash; `None` once committed or forgotten, so that the drop does nothing.
-    hash: Option<Hash128>,
-}
-
-impl<'a> SharedClaim<'a> {
-    fn new(map: &'a SharedOverwriteMap, hash: Hash128) -> Self {
-        Self {
-            map,
-            hash: Some(hash),
-        }
-    }
-
-    /// Processing succeeded: keeps the item remembered (the map writes nothing), so that later
-    /// deliveries of it are dropped.
-    pub fn commit(mut self) {
-        self.hash = None;
-    }
-
-    /// Processing failed: forgets the item now, as dropping the claim would, and returns
-    /// whether it erased it (`false` if another item had overwritten it meanwhile, or it had
-    /// been forgotten already). After it returns `Ok`, the claim does nothing more.
-    ///
-    /// # Errors
-    ///
-    /// As [`SharedOverwriteMap::forget`]; the claim then stays armed (calling `forget` again,
-    /// or the drop, tries again).
-    pub fn forget(&mut self) -> Result<bool, Error> {
-        let Some(hash) = self.hash else {
-            return Ok(false);
-        };
-        let erased = self.map.forget_hash(hash)?;
-        self.hash = None;
-        Ok(erased)
-    }
-
-    /// [`forget`](Self::forget), on the tokio connection: what async code calls when processing
-    /// failed.
-    ///
-    /// # Errors
-    ///
-    /// As [`forget`](Self::forget).
-    pub async fn forget_async(&mut self) -> Result<bool, Error> {
-        let Some(hash) = self.hash else {
-            return Ok(false);
-        };
-        let erased = self.map.forget_hash_async(hash).await?;
-        self.hash = None;
-        Ok(erased)
-    }
-
-    /// The claimed item's hash (what [`SharedOverwriteMap::forget_hash`] takes), or `None`
-    /// once committed or forgotten.
-    pub fn hash(&self) -> Option<Hash128> {
-        self.hash
-    }
-}
-
-impl Drop for SharedClaim<'_> {
-    /// Forgets the item unless the claim was committed or forgotten: blocking, errors ignored
-    /// (see the type docs).
-    fn drop(&mut self) {
-        if let Some(hash) = self.hash.take() {
-            let _ = self.map.forget_hash(hash);
-        }
-    }
-}
-
-impl std::fmt::Debug for SharedClaim<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedClaim")
-            .field("map", &self.map.name)
-            .field("hash", &self.hash)
-            .finish()
-    }
 }

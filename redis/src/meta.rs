@@ -6,7 +6,7 @@
 //! The text is a header line and one `field=value` line per parameter, in a fixed order:
 //!
 //! ```text
-//! seen-redis/1
+//! seen-redis/2
 //! kind=bloom
 //! layout=word
 //! ...
@@ -17,7 +17,9 @@ use redis::Value;
 use crate::server::Batch;
 use crate::{Error, Server, names};
 
-const HEADER: &str = "seen-redis/1";
+/// Format 2: every shard holds a guard byte ([`guard`](crate::guard)). Format 1 had none (a
+/// lost shard could come back as an empty one), and is refused.
+const HEADER: &str = "seen-redis/2";
 
 /// A description: the kind, and the parameters in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +69,15 @@ impl Meta {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| Error::corrupt(&key, "a description that is not UTF-8"))?;
         let mut lines = text.lines();
-        if lines.next() != Some(HEADER) {
+        let header = lines.next();
+        if header == Some("seen-redis/1") {
+            return Err(Error::corrupt(
+                &key,
+                "a structure of an earlier version of this crate (format 1, whose lost shards \
+                 could read as empty ones): destroy it and create it again",
+            ));
+        }
+        if header != Some(HEADER) {
             return Err(Error::corrupt(
                 &key,
                 format!("a description that does not start with {HEADER}"),
@@ -170,21 +180,96 @@ fn after_open(name: &str, like: &Meta, replies: Vec<Value>) -> Result<Meta, Erro
     }
 }
 
+/// What a create does when a structure of the same name and parameters exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IfExists {
+    /// Fail with [`Error::Exists`]: `create`.
+    Fail,
+    /// Open it: `open_or_create`.
+    Open,
+}
+
+/// Whether the description read by [`open_batch`] exists (checked against `meta`: another
+/// kind or parameters is [`Error::Mismatch`]).
+fn exists(name: &str, meta: &Meta, replies: Vec<Value>) -> Result<bool, Error> {
+    match replies.into_iter().next() {
+        Some(Value::Nil) => Ok(false),
+        Some(Value::BulkString(bytes)) => {
+            let stored = Meta::decode(name, &bytes, meta)?;
+            meta.check_matches(name, &stored)?;
+            Ok(true)
+        }
+        other => Err(Error::corrupt(
+            &names::meta(name),
+            format!("GET answered {other:?}"),
+        )),
+    }
+}
+
+fn found(name: &str, if_exists: IfExists) -> Result<(), Error> {
+    match if_exists {
+        IfExists::Open => Ok(()),
+        IfExists::Fail => Err(Error::Exists {
+            name: name.to_owned(),
+        }),
+    }
+}
+
+/// Creates the structure `name` described by `meta` whose data `shards` creates: unless the
+/// description exists, runs `shards` (which must keep shards that are already there, whole:
+/// a racing creator's), then writes the description (`SET ... NX GET`), last, so that no
+/// process opens the structure before its data is there. A description that exists with the
+/// same parameters is [`IfExists`]'s to decide; with others, [`Error::Mismatch`]. A lost
+/// shard under an existing description is never made again here: only a structure without a
+/// description is created.
+pub(crate) fn create_with(
+    server: &Server,
+    name: &str,
+    meta: &Meta,
+    shards: &Batch,
+    if_exists: IfExists,
+) -> Result<(), Error> {
+    names::check(name)?;
+    if exists(name, meta, server.run(&open_batch(name))?)? {
+        return found(name, if_exists);
+    }
+    server.run(shards)?;
+    if after_create(name, meta, server.run(&create_batch(name, meta))?)? {
+        Ok(())
+    } else {
+        found(name, if_exists)
+    }
+}
+
+/// [`create_with`], on the tokio connection.
+pub(crate) async fn create_with_async(
+    server: &Server,
+    name: &str,
+    meta: &Meta,
+    shards: &Batch,
+    if_exists: IfExists,
+) -> Result<(), Error> {
+    names::check(name)?;
+    if exists(name, meta, server.run_async(&open_batch(name)).await?)? {
+        return found(name, if_exists);
+    }
+    server.run_async(shards).await?;
+    if after_create(
+        name,
+        meta,
+        server.run_async(&create_batch(name, meta)).await?,
+    )? {
+        Ok(())
+    } else {
+        found(name, if_exists)
+    }
+}
+
 /// Creates the description of `name`, or checks that the existing one matches; whether this
 /// call created it.
 pub(crate) fn create(server: &Server, name: &str, meta: &Meta) -> Result<bool, Error> {
     names::check(name)?;
     after_create(name, meta, server.run(&create_batch(name, meta))?)
-}
-
-/// [`create`], on the tokio connection.
-pub(crate) async fn create_async(server: &Server, name: &str, meta: &Meta) -> Result<bool, Error> {
-    names::check(name)?;
-    after_create(
-        name,
-        meta,
-        server.run_async(&create_batch(name, meta)).await?,
-    )
 }
 
 /// Reads the description of `name`, of `like`'s kind and fields.
@@ -207,7 +292,7 @@ mod tests {
     fn a_description_reads_back_and_a_difference_is_named() {
         let meta = Meta::new("bloom").with("capacity", 1000).with("fpr", 0.01);
         let text = meta.encode();
-        assert_eq!(text, "seen-redis/1\nkind=bloom\ncapacity=1000\nfpr=0.01\n");
+        assert_eq!(text, "seen-redis/2\nkind=bloom\ncapacity=1000\nfpr=0.01\n");
         let back = Meta::decode("n", text.as_bytes(), &meta).unwrap();
         assert_eq!(back, meta);
         let other = Meta::new("bloom").with("capacity", 2000).with("fpr", 0.01);

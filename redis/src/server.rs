@@ -126,7 +126,7 @@ impl Batch {
         self.cmds.len()
     }
 
-    /// Appends an invocation of `script` (whose text is `code`) on `keys` (all in one slot;
+    /// Appends an invocation of `script` on `keys` (all in one slot;
     /// the first is the one [`key`](Self::key) returned as `key`) with `args`, as `EVALSHA`. A
     /// server that does not have the script cached (restarted, `SCRIPT FLUSH`, a failover)
     /// answers `NOSCRIPT` without running it; [`Server::run`] then sends that command again as
@@ -136,7 +136,7 @@ impl Batch {
     pub(crate) fn push_script(
         &mut self,
         key: usize,
-        (script, code): (&redis::Script, &str),
+        script: &crate::script::Lua,
         keys: &[&str],
         args: &[Vec<u8>],
     ) {
@@ -151,8 +151,9 @@ impl Batch {
             }
             cmd
         };
-        self.evals.push((self.cmds.len(), invocation("EVAL", code)));
-        self.push(key, invocation("EVALSHA", script.get_hash()));
+        self.evals
+            .push((self.cmds.len(), invocation("EVAL", script.source())));
+        self.push(key, invocation("EVALSHA", script.sha()));
     }
 
     /// Command `i` as a cluster sends it: a script as `EVAL`, anything else as pushed.

@@ -8,7 +8,7 @@
 //! (so that they are rendered).
 
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -18,7 +18,8 @@ use seen::sizing::{BlockedSizing, MAX_GENERATIONS, blocked, window};
 use seen::{BlockBits, Layout};
 
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
-use crate::meta::{self, Meta};
+use crate::meta::{self, IfExists, Meta};
+use crate::script::Lua;
 use crate::server::Batch;
 use crate::{Error, Server, names};
 
@@ -33,19 +34,54 @@ const ITEMS_PER_SCRIPT: usize = 256;
 /// drift stays far below a round trip.
 const RESYNC: Duration = Duration::from_secs(600);
 
-/// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours;
-/// `ARGV[1]` the expiry in milliseconds; then per item, per key in order, a count and that
-/// many bit offsets (the item's bits that the read found unset in that key). Returns one
-/// integer per item: 1 if new. Its atomicity argument is in [`SharedWindowedFilter`]'s docs.
-const INSERT_SCRIPT: &str = r"
+/// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
+/// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard
+/// byte's offset, then one generation number per generation key, then per item, per
+/// generation key in order, a count and that many bit offsets (the item's bits that the read
+/// found unset in that key). Returns one integer per item, 1 if new; or `{-1, k}` if
+/// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
+/// [`SharedWindowedFilter`]'s docs.
+static INSERT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "window insert",
+        r"local nk = #KEYS - 1
+local ledger = KEYS[#KEYS]
+if redis.call('HGET', ledger, 'guard') ~= '1' then return {-2} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local guard = tonumber(ARGV[2])
 local present = {}
-for k = 2, #KEYS do present[k] = redis.call('EXISTS', KEYS[k]) == 1 end
+for k = 1, nk do
+  if redis.call('GETRANGE', KEYS[k], guard, guard) == '\1' then
+    present[k] = true
+  else
+    local d = redis.call('HGET', ledger, ARGV[2 + k])
+    if d and tonumber(d) > now then return {-1, k} end
+    present[k] = false
+  end
+end
+local deadline = now + tonumber(ARGV[1])
+local was = 0
+if present[1] then
+  was = tonumber(redis.call('HGET', ledger, ARGV[3]) or '0')
+else
+  redis.call('DEL', KEYS[1])
+  redis.call('SETRANGE', KEYS[1], guard, '\1')
+  local all = redis.call('HGETALL', ledger)
+  for j = 1, #all, 2 do
+    if all[j] ~= 'guard' and tonumber(all[j + 1]) <= now then redis.call('HDEL', ledger, all[j]) end
+  end
+end
+if deadline > was then
+  redis.call('HSET', ledger, ARGV[3], deadline)
+  redis.call('PEXPIREAT', KEYS[1], deadline)
+end
 local out = {}
-local i = 2
+local i = 3 + nk
 while i <= #ARGV do
   local found = false
   local sets = {}
-  for k = 1, #KEYS do
+  for k = 1, nk do
     local c = tonumber(ARGV[i])
     i = i + 1
     if k == 1 then
@@ -67,19 +103,51 @@ while i <= #ARGV do
     i = i + c
   end
   local new = 0
-  if not found then
+  if not found and #sets > 0 then
     for _, bit in ipairs(redis.call('BITFIELD', KEYS[1], unpack(sets))) do
       if bit == 0 then new = 1; break end
     end
   end
   out[#out + 1] = new
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return out
-";
+return out",
+    )
+});
+
+/// The check after a read of one shard's generations: `KEYS` the generation keys read, the
+/// last key the shard's ledger; `ARGV[1]` the guard byte's offset, then one generation number
+/// per generation key. Returns 0 if every generation the ledger holds live is there, `k` if
+/// generation key `k` is lost, -2 if the ledger is.
+static CHECK: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "window check",
+        r"local ledger = KEYS[#KEYS]
+if redis.call('HGET', ledger, 'guard') ~= '1' then return -2 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for k = 1, #KEYS - 1 do
+  if redis.call('GETRANGE', KEYS[k], ARGV[1], ARGV[1]) ~= '\1' then
+    local d = redis.call('HGET', ledger, ARGV[1 + k])
+    if d and tonumber(d) > now then return k end
+  end
+end
+return 0",
+    )
+});
+
+/// A ledger's creation: its guard field, unless it has one (a racing creator's).
+static CREATE_LEDGER: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "ledger create",
+        r"if redis.call('HGET', KEYS[1], 'guard') == '1' then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'guard', '1')
+return 1",
+    )
+});
 
 /// The server's time, read on the description's key's node.
-const TIME_SCRIPT: &str = "return redis.call('TIME')";
+static TIME: LazyLock<Lua> = LazyLock::new(|| Lua::new("time", "return redis.call('TIME')"));
 
 /// A Bloom filter of the last `n` periods that every process and machine opening it by name
 /// shares: the window semantics of a local [`WindowedBloomFilter`](seen::WindowedBloomFilter)
@@ -210,7 +278,6 @@ pub struct SharedWindowedFilter {
     hasher: StableHasher,
     blocks_per_shard: u64,
     time: Time,
-    script: redis::Script,
 }
 
 /// Where a handle takes the time from.
@@ -372,25 +439,32 @@ impl SharedWindowBuilder {
         })
     }
 
-    /// Creates the filter on `server`, or opens it if a filter of this name with the same
-    /// parameters exists (so every process of a service can run the same line). Reads the
-    /// server's time unless a [`clock`](Self::clock) was given. Writes only the description:
-    /// each generation's key is created by its first insert.
+    /// Creates the filter on `server`: each shard's ledger (the generations created, so that a
+    /// lost one is told from one never written), then the description. Reads the server's time
+    /// unless a [`clock`](Self::clock) was given. Each generation's key is created by the
+    /// first insert of its period.
     ///
     /// # Errors
     ///
-    /// [`Error::Mismatch`] if the name holds a structure with other parameters (naming the
-    /// first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate outside
-    /// (0, 1), more than 62 periods, a period under a millisecond); [`Error::InvalidName`];
-    /// the server's errors.
+    /// [`Error::Exists`] if a filter of this name and these parameters exists (use
+    /// [`open_or_create`](Self::open_or_create) for the line every process of a service
+    /// runs); [`Error::Mismatch`] if the name holds a structure with other parameters (naming
+    /// the first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate
+    /// outside (0, 1), more than 62 periods, a period under a millisecond);
+    /// [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
-        let params = self.params()?;
-        meta::create(server, &self.name, &describe(&params))?;
-        let time = match &self.clock {
-            Some(clock) => Time::Clock(clock.clone()),
-            None => Time::Server(Mutex::new(server_time(server, &self.name)?)),
-        };
-        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
+        self.create_or(server, IfExists::Fail)
+    }
+
+    /// Opens the filter if one of this name and these parameters exists, else creates it: the
+    /// line every process of a service runs. A filter whose generations or ledgers were lost
+    /// is opened, and reports [`Error::Missing`] where it reads them.
+    ///
+    /// # Errors
+    ///
+    /// As [`create`](Self::create), except that an existing filter is no error.
+    pub fn open_or_create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+        self.create_or(server, IfExists::Open)
     }
 
     /// [`create`](Self::create), on the tokio connection.
@@ -399,14 +473,69 @@ impl SharedWindowBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+        self.create_or_async(server, IfExists::Fail).await
+    }
+
+    /// [`open_or_create`](Self::open_or_create), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`open_or_create`](Self::open_or_create).
+    pub async fn open_or_create_async(
+        &self,
+        server: &Server,
+    ) -> Result<SharedWindowedFilter, Error> {
+        self.create_or_async(server, IfExists::Open).await
+    }
+
+    fn create_or(
+        &self,
+        server: &Server,
+        if_exists: IfExists,
+    ) -> Result<SharedWindowedFilter, Error> {
         let params = self.params()?;
-        meta::create_async(server, &self.name, &describe(&params)).await?;
+        let ledgers = ledgers_batch(&self.name, params.shards);
+        meta::create_with(server, &self.name, &describe(&params), &ledgers, if_exists)?;
+        let time = match &self.clock {
+            Some(clock) => Time::Clock(clock.clone()),
+            None => Time::Server(Mutex::new(server_time(server, &self.name)?)),
+        };
+        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
+    }
+
+    async fn create_or_async(
+        &self,
+        server: &Server,
+        if_exists: IfExists,
+    ) -> Result<SharedWindowedFilter, Error> {
+        let params = self.params()?;
+        let ledgers = ledgers_batch(&self.name, params.shards);
+        meta::create_with_async(server, &self.name, &describe(&params), &ledgers, if_exists)
+            .await?;
         let time = match &self.clock {
             Some(clock) => Time::Clock(clock.clone()),
             None => Time::Server(Mutex::new(server_time_async(server, &self.name).await?)),
         };
         Ok(SharedWindowedFilter::new(server, &self.name, params, time))
     }
+}
+
+/// Shard `s`'s ledger: the hash of the generations created in the shard and the end of each
+/// one's life on the server's clock, with a `guard` field (value 1) that tells a lost ledger
+/// from an empty one.
+fn ledger(name: &str, s: usize) -> String {
+    names::shard(name, s as u32, "gens")
+}
+
+/// The creation of every shard's ledger ([`CREATE_LEDGER`]).
+fn ledgers_batch(name: &str, shards: u32) -> Batch {
+    let mut batch = Batch::default();
+    for s in 0..shards as usize {
+        let ledger = ledger(name, s);
+        let k = batch.key(&ledger);
+        batch.push_script(k, &CREATE_LEDGER, &[&ledger], &[]);
+    }
+    batch
 }
 
 /// One generation's sizing: for the word layout [`window`]'s, the local filter's; for the
@@ -477,9 +606,7 @@ fn time_batch(name: &str) -> Batch {
     let mut batch = Batch::default();
     let key = names::meta(name);
     let k = batch.key(&key);
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(TIME_SCRIPT).arg(1).arg(&key);
-    batch.push(k, cmd);
+    batch.push_script(k, &TIME, &[&key], &[]);
     batch
 }
 
@@ -542,6 +669,8 @@ struct Read {
     /// Per item, per word of its block with a bit: (shard's command index for generation
     /// `first`, the stride between generations' commands, position in the reply).
     at: Vec<Vec<(usize, usize, usize)>>,
+    /// Per shard read, the index of its check ([`CHECK`]), the shard and its first generation.
+    checks: Vec<(usize, usize, u64)>,
 }
 
 /// What the read found of one item: per generation read, its words.
@@ -665,7 +794,6 @@ impl SharedWindowedFilter {
             shards: params.shards,
             hasher: StableHasher::with_seed(params.seed),
             time,
-            script: redis::Script::new(INSERT_SCRIPT),
         }
     }
 
@@ -814,6 +942,23 @@ impl SharedWindowedFilter {
         }
     }
 
+    /// The byte after shard `s`'s bits in each generation: its guard ([`guard`](crate::guard)).
+    fn guard_byte(&self, s: usize) -> u64 {
+        let first = s as u64 * self.blocks_per_shard;
+        (self.generation.blocks - first).min(self.blocks_per_shard) * self.words_per_block() * 8
+    }
+
+    fn ledger(&self, s: usize) -> String {
+        ledger(&self.name, s)
+    }
+
+    fn missing(&self, key: String) -> Error {
+        Error::Missing {
+            name: self.name.clone(),
+            key,
+        }
+    }
+
     /// The read of `items` at `now`: `EXISTS` of the description, then per shard touched and
     /// per generation `now - n ..= now + 1`, `BITFIELD_RO ... GET i64` of the items' words.
     fn read_batch(&self, items: &[Located], now: Now) -> (Batch, Read) {
@@ -846,11 +991,13 @@ impl SharedWindowedFilter {
             c
         });
         let mut first_cmd = vec![0; self.shards as usize];
+        let mut checks = Vec::new();
         for (s, list) in offsets.iter().enumerate() {
             if list.is_empty() {
                 continue;
             }
             first_cmd[s] = batch.len();
+            let mut keys = Vec::with_capacity(generations + 1);
             for g in first..=now.generation + 1 {
                 let key = self.key(s as u32, g);
                 let k = batch.key(&key);
@@ -862,7 +1009,18 @@ impl SharedWindowedFilter {
                     }
                     batch.push_fields(k, cmd, chunk.len());
                 }
+                keys.push(key);
             }
+            // After the reads, on the same connection: a generation that read as empty must
+            // not be one the ledger holds live (lost, not empty).
+            let ledger = self.ledger(s);
+            let mut args = vec![self.guard_byte(s).to_string().into_bytes()];
+            args.extend((first..=now.generation + 1).map(|g| g.to_string().into_bytes()));
+            keys.push(ledger);
+            let k = batch.key(&keys[generations]);
+            let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+            checks.push((batch.len(), s, first));
+            batch.push_script(k, &CHECK, &names, &args);
         }
         let at = items
             .iter()
@@ -881,7 +1039,7 @@ impl SharedWindowedFilter {
             })
             .collect();
         debug_assert!(generations >= 2);
-        (batch, Read { first, at })
+        (batch, Read { first, at, checks })
     }
 
     /// Each item's words in each generation read.
@@ -905,6 +1063,21 @@ impl SharedWindowedFilter {
                     &names::meta(&self.name),
                     format!("EXISTS answered {other:?}"),
                 ));
+            }
+        }
+        for &(i, s, first) in &read.checks {
+            match replies.get(i) {
+                Some(Value::Int(0)) => {}
+                Some(Value::Int(-2)) => return Err(self.missing(self.ledger(s))),
+                Some(Value::Int(k)) if (1..=(now.generation + 2 - first) as i64).contains(k) => {
+                    return Err(self.missing(self.key(s as u32, first + *k as u64 - 1)));
+                }
+                other => {
+                    return Err(Error::corrupt(
+                        &self.ledger(s),
+                        format!("the read's check answered {other:?}"),
+                    ));
+                }
             }
         }
         let generations = (now.generation + 2 - read.first) as usize;
@@ -954,6 +1127,14 @@ impl SharedWindowedFilter {
                 .zip(words)
                 .all(|(m, w)| w & m == *m)
         })
+    }
+
+    fn all_found(items: &[Located], words: &[Words]) -> Vec<bool> {
+        items
+            .iter()
+            .zip(words)
+            .map(|(i, w)| Self::found(i, w))
+            .collect()
     }
 
     /// The string offsets of the item's bits that `words` lacks.
@@ -1006,18 +1187,25 @@ impl SharedWindowedFilter {
             }
             let write_key = self.key(s as u32, g);
             let other_keys: Vec<String> = others.iter().map(|&o| self.key(s as u32, o)).collect();
+            let ledger = self.ledger(s);
             let mut keys: Vec<&str> = vec![&write_key];
             keys.extend(other_keys.iter().map(String::as_str));
+            keys.push(&ledger);
             let k = batch.key(&write_key);
             for chunk in mine.chunks(ITEMS_PER_SCRIPT) {
-                let mut args = vec![ttl_ms.to_string().into_bytes()];
+                let mut args = vec![
+                    ttl_ms.to_string().into_bytes(),
+                    self.guard_byte(s).to_string().into_bytes(),
+                    g.to_string().into_bytes(),
+                ];
+                args.extend(others.iter().map(|o| o.to_string().into_bytes()));
                 for &i in chunk {
                     Self::unset(&items[i], &words[i][index(g)], &mut args);
                     for &o in &others {
                         Self::unset(&items[i], &words[i][index(o)], &mut args);
                     }
                 }
-                batch.push_script(k, (&self.script, INSERT_SCRIPT), &keys, &args);
+                batch.push_script(k, &INSERT, &keys, &args);
                 whose.push(chunk.to_vec());
             }
         }
@@ -1042,6 +1230,29 @@ impl SharedWindowedFilter {
             let Value::Array(answers) = reply else {
                 return Err(bad());
             };
+            let shard = items[mine[0]].shard;
+            match answers.first() {
+                Some(Value::Int(-2)) => return Err(self.missing(self.ledger(shard))),
+                Some(Value::Int(-1)) => {
+                    // Key `k` of the script: `g`, then its neighbours in `others`' order.
+                    let mut generations = vec![now.generation];
+                    if self.periods >= 1 && now.generation >= 1 {
+                        generations.push(now.generation - 1);
+                    }
+                    generations.push(now.generation + 1);
+                    let lost = match answers.get(1) {
+                        Some(Value::Int(k)) => usize::try_from(*k - 1)
+                            .ok()
+                            .and_then(|k| generations.get(k)),
+                        _ => None,
+                    };
+                    let Some(&lost) = lost else {
+                        return Err(bad());
+                    };
+                    return Err(self.missing(self.key(shard as u32, lost)));
+                }
+                _ => {}
+            }
             if answers.len() != mine.len() {
                 return Err(bad());
             }
@@ -1067,14 +1278,27 @@ impl SharedWindowedFilter {
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let now = self.now()?;
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items, now);
-        let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
-        let (batch, whose) = self.write_batch(&items, &words, &read, now);
-        let answers =
-            self.after_write(items.len(), &whose, now, &items, &self.server.run(&batch)?)?;
-        Ok(append(new, answers))
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = (|| {
+                let now = self.now()?;
+                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+                let (batch, read) = self.read_batch(&items, now);
+                let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
+                let (batch, whose) = self.write_batch(&items, &words, &read, now);
+                let replies = self.server.run(&batch)?;
+                self.after_write(items.len(), &whose, now, &items, &replies)
+            })();
+            match answers {
+                Ok(answers) => count += append(new, answers),
+                Err(err) => {
+                    new.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
@@ -1087,14 +1311,29 @@ impl SharedWindowedFilter {
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let now = self.now_async().await?;
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items, now);
-        let words = self.after_read(&items, &read, now, &self.server.run_async(&batch).await?)?;
-        let (batch, whose) = self.write_batch(&items, &words, &read, now);
-        let replies = self.server.run_async(&batch).await?;
-        let answers = self.after_write(items.len(), &whose, now, &items, &replies)?;
-        Ok(append(new, answers))
+        let start = new.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let answers = async {
+                let now = self.now_async().await?;
+                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+                let (batch, read) = self.read_batch(&items, now);
+                let replies = self.server.run_async(&batch).await?;
+                let words = self.after_read(&items, &read, now, &replies)?;
+                let (batch, whose) = self.write_batch(&items, &words, &read, now);
+                let replies = self.server.run_async(&batch).await?;
+                self.after_write(items.len(), &whose, now, &items, &replies)
+            }
+            .await;
+            match answers {
+                Ok(answers) => count += append(new, answers),
+                Err(err) => {
+                    new.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in a live
@@ -1108,18 +1347,25 @@ impl SharedWindowedFilter {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let now = self.now()?;
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items, now);
-        let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
-        Ok(append(
-            hits,
-            items
-                .iter()
-                .zip(&words)
-                .map(|(i, w)| Self::found(i, w))
-                .collect(),
-        ))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let found = (|| {
+                let now = self.now()?;
+                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+                let (batch, read) = self.read_batch(&items, now);
+                let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
+                Ok(Self::all_found(&items, &words))
+            })();
+            match found {
+                Ok(found) => count += append(hits, found),
+                Err(err) => {
+                    hits.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
@@ -1132,18 +1378,27 @@ impl SharedWindowedFilter {
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let now = self.now_async().await?;
-        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
-        let (batch, read) = self.read_batch(&items, now);
-        let words = self.after_read(&items, &read, now, &self.server.run_async(&batch).await?)?;
-        Ok(append(
-            hits,
-            items
-                .iter()
-                .zip(&words)
-                .map(|(i, w)| Self::found(i, w))
-                .collect(),
-        ))
+        let start = hits.len();
+        let mut count = 0;
+        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
+            let found = async {
+                let now = self.now_async().await?;
+                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+                let (batch, read) = self.read_batch(&items, now);
+                let replies = self.server.run_async(&batch).await?;
+                let words = self.after_read(&items, &read, now, &replies)?;
+                Ok::<_, Error>(Self::all_found(&items, &words))
+            }
+            .await;
+            match found {
+                Ok(found) => count += append(hits, found),
+                Err(err) => {
+                    hits.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        Ok(count)
     }
 
     crate::forward::item_forms!();
@@ -1191,6 +1446,13 @@ impl SharedWindowedFilter {
             c
         });
         for s in 0..self.shards {
+            let ledger = self.ledger(s as usize);
+            let k = batch.key(&ledger);
+            batch.push(k, {
+                let mut c = redis::cmd("DEL");
+                c.arg(&ledger);
+                c
+            });
             for generation in g.saturating_sub(u64::from(self.periods) + 2)..=g + 2 {
                 let key = self.key(s, generation);
                 let k = batch.key(&key);

@@ -138,7 +138,7 @@ fn racing_claims_of_new_items_give_each_to_exactly_one_thread() {
                     // each item (a read-then-write insert fails this test).
                     for &item in items {
                         if let Some(claim) = map.claim(&item).unwrap() {
-                            claim.commit();
+                            assert!(claim.commit().unwrap());
                             mine.push(item);
                         }
                     }
@@ -168,7 +168,7 @@ fn claim_worker_process() {
     // Every process in the same order, from the same signal: they race for each item.
     for &item in &items {
         if let Some(claim) = map.claim(&item).unwrap() {
-            claim.commit();
+            assert!(claim.commit().unwrap());
             mine.push(item.to_string());
         }
     }
@@ -239,7 +239,7 @@ fn a_failed_handlers_forget_keeps_the_message_that_took_the_slot() {
     drop(claim_a);
     assert!(map.contains(&b).unwrap(), "a's forget erased b");
     assert!(!map.contains(&a).unwrap());
-    claim_b.commit();
+    assert!(claim_b.commit().unwrap());
     assert!(map.claim(&b).unwrap().is_none(), "b is a duplicate");
 
     // Explicitly: the forget says it erased nothing.
@@ -280,10 +280,11 @@ fn a_claim_is_forgotten_when_dropped_and_kept_when_committed() {
     map.claim("dropped")
         .unwrap()
         .expect("the retry gets through")
-        .commit();
+        .commit()
+        .unwrap();
 
     let claim = map.claim("committed").unwrap().expect("new");
-    claim.commit();
+    assert!(claim.commit().unwrap());
     assert!(map.contains("committed").unwrap());
     assert!(
         map.claim("committed").unwrap().is_none(),
@@ -328,12 +329,41 @@ async fn async_claims_forget_when_asked_and_when_dropped() {
     assert!(claim.forget_async().await.unwrap());
     assert!(!same.contains_async("a").await.unwrap());
 
-    // Dropped uncommitted in async code: still forgotten (the blocking fallback).
+    // Dropped uncommitted in async code: forgotten by a task of its own, not blocking the
+    // thread. Writes are held while it drops: a drop that blocked would wait for the server
+    // here (for its whole timeout); this one returns, and its forget runs once the server
+    // takes writes again.
     let claim = map.claim_async("b").await.unwrap().expect("new");
+    redis.pause_writes();
     drop(claim);
-    assert!(!same.contains_async("b").await.unwrap());
+    // Another connection sees it (this one's next command would queue behind the forget).
+    tokio::task::block_in_place(|| {
+        redis.wait_blocked(1, "the dropped claim's forget");
+        let other = SharedOverwriteMap::open(&Server::open(&redis.url()).unwrap(), "async");
+        assert!(
+            other.unwrap().contains("b").unwrap(),
+            "held: not forgotten yet"
+        );
+    });
+    redis.unpause();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while same.contains_async("b").await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dropped claim was never forgotten"
+        );
+        tokio::task::yield_now().await;
+    }
 
-    map.claim_async("c").await.unwrap().expect("new").commit();
+    assert!(
+        map.claim_async("c")
+            .await
+            .unwrap()
+            .expect("new")
+            .commit_async()
+            .await
+            .unwrap()
+    );
     assert!(same.contains_async("c").await.unwrap());
 
     let items = distinct_slots(&map, 500);

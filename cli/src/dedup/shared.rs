@@ -192,7 +192,7 @@ impl Shared {
                 SharedBloomFilter::builder(name, capacity)
                     .fpr(fpr)
                     .layout(LAYOUT)
-                    .create(&server)
+                    .open_or_create(&server)
                     .map_err(cannot)?,
             ),
             Plan::Windowed {
@@ -214,7 +214,7 @@ impl Shared {
                     Some(clock) => builder.clock(clock.clone()),
                     None => builder,
                 };
-                let filter = builder.create(&server).map_err(cannot)?;
+                let filter = builder.open_or_create(&server).map_err(cannot)?;
                 let generation = AtomicU64::new(filter.generation().map_err(cannot)?);
                 Structure::Windowed {
                     filter,

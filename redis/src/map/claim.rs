@@ -1,0 +1,491 @@
+//! [`SharedClaim`]: an item claimed for at-least-once processing, held by a lease.
+//!
+//! Beside each shard `seen:{NAME:s}:slots` is a hash `seen:{NAME:s}:leases` (the same hash
+//! tag: one Cluster slot, so one script reaches both): one field per claimed slot (its first
+//! byte's offset), whose value is the claimed fingerprint's 8 bytes, the lease's end in the
+//! server's milliseconds, `:` and the claim's token. Its field `guard` (value 1), written when
+//! the shard is created, tells a lost hash from an empty one, as the shard's guard byte does.
+//! Every script below reads both guards first and answers -1 (shard) or -2 (leases) without
+//! writing if one is gone. The time is the server's (`TIME` in the script), so every client's
+//! leases end by one clock.
+
+use std::hash::Hash;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use redis::Value;
+use seen::hash::{Hash128, ItemHasher};
+
+use super::SharedOverwriteMap;
+use crate::script::Lua;
+use crate::server::Batch;
+use crate::{Error, Server};
+
+/// The checks every script starts with, and the server's time in milliseconds as `now`.
+/// `KEYS[1]` a shard, `KEYS[2]` its leases; `ARGV[1]` the slot's first byte, `ARGV[2]` the
+/// fingerprint's 8 bytes, `ARGV[3]` the guard byte's offset.
+macro_rules! prologue {
+    () => {
+        r"if redis.call('GETRANGE', KEYS[1], ARGV[3], ARGV[3]) ~= '\1' then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= '1' then return -2 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = tonumber(ARGV[1])
+local function mine(v, token)
+  return v and string.sub(v, 1, 8) == ARGV[2] and string.sub(v, -#token - 1) == ':' .. token
+end
+local function ends(v) return tonumber(string.match(string.sub(v, 9), '^(%d+)')) end
+"
+    };
+}
+
+/// A claim: `ARGV[4]` the lease in milliseconds, `ARGV[5]` the claim's token. 1 if claimed
+/// (the slot did not hold the item, or held it under a lease that has ended: taken over),
+/// 0 if the slot holds it, committed or inserted, or under a live lease. Then one lease field
+/// picked at random is swept if it has ended: its slot cleared if it still holds the
+/// fingerprint (the claim is forgotten, as if its holder had dropped it), the field deleted.
+static CLAIM: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "claim",
+        concat!(
+            prologue!(),
+            r"local answer = 1
+if redis.call('GETRANGE', KEYS[1], at, at + 7) == ARGV[2] then
+  local v = redis.call('HGET', KEYS[2], ARGV[1])
+  if not v or string.sub(v, 1, 8) ~= ARGV[2] or (ends(v) or 0) > now then answer = 0 end
+end
+if answer == 1 then
+  redis.call('SETRANGE', KEYS[1], at, ARGV[2])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. (now + tonumber(ARGV[4])) .. ':' .. ARGV[5])
+end
+local f = redis.call('HRANDFIELD', KEYS[2])
+if f and f ~= 'guard' and f ~= ARGV[1] then
+  local v = redis.call('HGET', KEYS[2], f)
+  local e = ends(v)
+  if e and e <= now then
+    local o = tonumber(f)
+    if redis.call('GETRANGE', KEYS[1], o, o + 7) == string.sub(v, 1, 8) then
+      redis.call('SETRANGE', KEYS[1], o, '\0\0\0\0\0\0\0\0')
+    end
+    redis.call('HDEL', KEYS[2], f)
+  end
+end
+return answer"
+        ),
+    )
+});
+
+/// A commit: `ARGV[4]` the token. 1 if the lease was this claim's (now deleted: the item stays
+/// remembered for good), 0 if not (it ended and another claim took the item over, or it was
+/// swept, or another item overwrote the slot).
+static COMMIT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "commit",
+        concat!(
+            prologue!(),
+            r"if not mine(redis.call('HGET', KEYS[2], ARGV[1]), ARGV[4]) then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
+return 1"
+        ),
+    )
+});
+
+/// A renewal: `ARGV[4]` the lease in milliseconds, `ARGV[5]` the token. 1 if the lease was
+/// this claim's (it now ends `ARGV[4]` from now), 0 if not.
+static RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "renew",
+        concat!(
+            prologue!(),
+            r"if not mine(redis.call('HGET', KEYS[2], ARGV[1]), ARGV[5]) then return 0 end
+if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. (now + tonumber(ARGV[4])) .. ':' .. ARGV[5])
+return 1"
+        ),
+    )
+});
+
+/// A release (a claim forgotten): `ARGV[4]` the token. 1 if the lease was this claim's and
+/// the slot still held the item (now cleared), 0 if not (nothing is touched: the item is
+/// another claim's now, or another item's slot).
+static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "release",
+        concat!(
+            prologue!(),
+            r"if not mine(redis.call('HGET', KEYS[2], ARGV[1]), ARGV[4]) then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
+redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
+return 1"
+        ),
+    )
+});
+
+/// A token no other claim has: this process's random state, its id, a count.
+fn token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    static PROCESS: LazyLock<u64> = LazyLock::new(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    });
+    format!("{:x}-{:x}", *PROCESS, COUNT.fetch_add(1, Relaxed))
+}
+
+impl SharedOverwriteMap {
+    /// The request that runs `script` on `hash`'s slot with the extra arguments `more`.
+    fn lease_batch(&self, script: &Lua, hash: Hash128, more: &[&[u8]]) -> (Batch, usize) {
+        let item = self.locate(hash);
+        let s = item.shard;
+        let mut args = vec![
+            (item.offset / 8).to_string().into_bytes(),
+            item.fingerprint.to_be_bytes().to_vec(),
+            self.guard_byte(s).to_string().into_bytes(),
+        ];
+        args.extend(more.iter().map(|a| a.to_vec()));
+        let mut batch = Batch::default();
+        let k = batch.key(&self.keys[s]);
+        batch.push_script(k, script, &[&self.keys[s], &self.leases[s]], &args);
+        (batch, s)
+    }
+
+    /// A lease script's answer: `true` for 1, `false` for 0.
+    fn lease_answer(&self, shard: usize, replies: Vec<Value>) -> Result<bool, Error> {
+        let key = |k: &[String]| k[shard].clone();
+        match replies.into_iter().next() {
+            Some(Value::Int(1)) => Ok(true),
+            Some(Value::Int(0)) => Ok(false),
+            Some(Value::Int(-1)) => Err(Error::Missing {
+                name: self.name.clone(),
+                key: key(&self.keys),
+            }),
+            Some(Value::Int(-2)) => Err(Error::Missing {
+                name: self.name.clone(),
+                key: key(&self.leases),
+            }),
+            other => Err(Error::corrupt(
+                &key(&self.keys),
+                format!("a claim's script answered {other:?}"),
+            )),
+        }
+    }
+
+    fn claim_batch(&self, hash: Hash128, token: &str) -> (Batch, usize) {
+        let lease = self.lease_millis().to_string();
+        self.lease_batch(&CLAIM, hash, &[lease.as_bytes(), token.as_bytes()])
+    }
+
+    fn lease_millis(&self) -> u128 {
+        self.lease.as_millis().max(1)
+    }
+
+    /// Claims `item` for at-least-once processing: `Ok(None)` if the map remembers it (a
+    /// duplicate, or an item another consumer's claim holds: acknowledge and drop it),
+    /// otherwise a [`SharedClaim`] that keeps it remembered, for every process, for the
+    /// handle's [`lease`](Self::lease) (renewable). [`commit`](SharedClaim::commit) it once
+    /// processing succeeded. A claim that is neither committed nor renewed (its consumer
+    /// crashed, hung, or lost the server) ends with its lease: the next claim of the item
+    /// takes it over, so that its redelivery is processed. Among racing claims of an item the
+    /// map does not remember, from any number of processes, exactly one gets it. One round
+    /// trip.
+    ///
+    /// # Errors
+    ///
+    /// As [`insert`](Self::insert): never a claim for a write whose outcome is unknown. After
+    /// an [`Error::Connection`] the item **may be claimed with no [`SharedClaim`] to commit
+    /// or forget it**: its redelivery is refused until the lease ends, and processed after.
+    /// [`Error::Missing`] also when the shard's leases are gone.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use seen_redis::{Server, SharedOverwriteMap};
+    /// # let server = Server::open("redis://127.0.0.1:6379")?;
+    /// let map = SharedOverwriteMap::builder("inbox", 1_000_000).open_or_create(&server)?;
+    /// let claim = map.claim("msg-1")?.expect("new");
+    /// assert!(map.claim("msg-1")?.is_none()); // claimed: a duplicate, in any process
+    /// drop(claim); // processing failed: forgotten
+    /// assert!(map.claim("msg-1")?.is_some()); // the redelivery gets through
+    /// # Ok::<(), seen_redis::Error>(())
+    /// ```
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    pub fn claim<T: Hash + ?Sized>(&self, item: &T) -> Result<Option<SharedClaim<'_>>, Error> {
+        self.claim_hash(self.hasher.hash_item(item))
+    }
+
+    /// [`claim`](Self::claim) of a hash from [`hasher`](Self::hasher).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim).
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    pub fn claim_hash(&self, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
+        let token = token();
+        let (batch, s) = self.claim_batch(hash, &token);
+        let claimed = self.lease_answer(s, self.server.run(&batch)?)?;
+        Ok(claimed.then(|| SharedClaim::new(self, hash, token, false)))
+    }
+
+    /// [`claim`](Self::claim), on the tokio connection. A claim from here, dropped without
+    /// `commit`, forgets its item in a task spawned on the runtime: it never blocks the thread
+    /// (see [`SharedClaim`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim).
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    pub async fn claim_async<T: Hash + ?Sized>(
+        &self,
+        item: &T,
+    ) -> Result<Option<SharedClaim<'_>>, Error> {
+        self.claim_hash_async(self.hasher.hash_item(item)).await
+    }
+
+    /// [`claim_hash`](Self::claim_hash), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim).
+    #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
+    pub async fn claim_hash_async(&self, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
+        let token = token();
+        let (batch, s) = self.claim_batch(hash, &token);
+        let claimed = self.lease_answer(s, self.server.run_async(&batch).await?)?;
+        Ok(claimed.then(|| SharedClaim::new(self, hash, token, true)))
+    }
+}
+
+/// An item claimed in a [`SharedOverwriteMap`] for at-least-once processing (from
+/// [`SharedOverwriteMap::claim`] or [`claim_async`](SharedOverwriteMap::claim_async)),
+/// held by a **lease**: commit it once processed, or forget it to let the item through again.
+///
+/// While the lease lasts, every other claim of the item, from any process, gets `None`. The
+/// lease ends [`lease`](SharedOverwriteMap::lease) after the claim (default
+/// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE), by the server's clock) unless
+/// [`renew`](Self::renew)ed; after it ends, the next claim of the item takes it over (and
+/// one on the same shard may sweep it: the item forgotten, as if dropped). So a consumer that
+/// crashes while holding claims (`kill -9`, `process::exit`, a lost machine) delays its
+/// messages' redeliveries by at most the lease, and loses none. Set the lease below the time
+/// your queue takes to redeliver an unacknowledged message (NSQ's `msg-timeout`, 60 s by
+/// default; SQS's visibility timeout, 30 s), and above the time a message takes to process,
+/// or renew it while processing: a claim whose lease ended may be taken over, and its
+/// message processed twice (at least once, never lost).
+///
+/// - [`commit`](Self::commit): processing succeeded; deletes the lease (one round trip), so
+///   that the item stays remembered for good (until another item overwrites its slot).
+/// - [`forget`](Self::forget) / [`forget_async`](Self::forget_async): processing failed;
+///   clears the slot if the lease is still this claim's, and says whether it did.
+/// - **Dropped** without either: forgets as `forget` does, ignoring errors (the lease ends
+///   by itself if the server cannot be reached). A claim from [`claim`](SharedOverwriteMap::claim)
+///   blocks for that round trip; one from [`claim_async`](SharedOverwriteMap::claim_async)
+///   spawns it on the tokio runtime and never blocks the thread: in async code, call
+///   [`forget_async`](Self::forget_async)`.await` before handing a failed message back, so
+///   that its redelivery cannot arrive before the forget.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use seen_redis::{Server, SharedOverwriteMap};
+/// # use std::time::Duration;
+/// # let server = Server::open("redis://127.0.0.1:6379")?;
+/// let map = SharedOverwriteMap::builder("inbox", 1_000_000)
+///     .lease(Duration::from_secs(20))
+///     .open_or_create(&server)?;
+/// let mut claim = map.claim("msg-2")?.expect("new");
+/// assert!(claim.forget()?); // failed: forgotten now, the error (if any) seen
+/// let claim = map.claim("msg-2")?.expect("the retry gets through");
+/// assert!(claim.commit()?); // processed, under its lease
+/// assert!(map.claim("msg-2")?.is_none());
+/// # Ok::<(), seen_redis::Error>(())
+/// ```
+#[must_use = "dropping a claim forgets the item: `commit` it once the item is processed"]
+pub struct SharedClaim<'a> {
+    map: &'a SharedOverwriteMap,
+    /// The claimed hash; `None` once committed or forgotten, so that the drop does nothing.
+    hash: Option<Hash128>,
+    token: String,
+    /// Claimed by `claim_async`: the drop spawns its forget rather than blocking.
+    spawn: bool,
+}
+
+impl<'a> SharedClaim<'a> {
+    fn new(map: &'a SharedOverwriteMap, hash: Hash128, token: String, spawn: bool) -> Self {
+        Self {
+            map,
+            hash: Some(hash),
+            token,
+            spawn,
+        }
+    }
+
+    fn commit_batch(&self, hash: Hash128) -> (Batch, usize) {
+        self.map
+            .lease_batch(&COMMIT, hash, &[self.token.as_bytes()])
+    }
+
+    fn renew_batch(&self, hash: Hash128) -> (Batch, usize) {
+        let lease = self.map.lease_millis().to_string();
+        let more: [&[u8]; 2] = [lease.as_bytes(), self.token.as_bytes()];
+        self.map.lease_batch(&RENEW, hash, &more)
+    }
+
+    fn release_batch(&self, hash: Hash128) -> (Batch, usize) {
+        self.map
+            .lease_batch(&RELEASE, hash, &[self.token.as_bytes()])
+    }
+
+    /// Processing succeeded: deletes the lease, so that the item stays remembered and later
+    /// deliveries of it are dropped. `Ok(true)` if the lease was still this claim's; `Ok(false)`
+    /// if it had ended and the item was taken over by another claim or swept, or another item
+    /// overwrote the slot: the item may then be processed again (at least once).
+    ///
+    /// # Errors
+    ///
+    /// The server's errors: the lease then stays until it ends, and the item's redelivery is
+    /// processed again after it. The claim is spent either way (it never forgets the item).
+    pub fn commit(mut self) -> Result<bool, Error> {
+        let Some(hash) = self.hash.take() else {
+            return Ok(false);
+        };
+        let (batch, s) = self.commit_batch(hash);
+        self.map.lease_answer(s, self.map.server.run(&batch)?)
+    }
+
+    /// [`commit`](Self::commit), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Self::commit).
+    pub async fn commit_async(mut self) -> Result<bool, Error> {
+        let Some(hash) = self.hash.take() else {
+            return Ok(false);
+        };
+        let (batch, s) = self.commit_batch(hash);
+        self.map
+            .lease_answer(s, self.map.server.run_async(&batch).await?)
+    }
+
+    /// Extends the lease to [`lease`](SharedOverwriteMap::lease) from now, for processing
+    /// that takes longer than the lease. `Ok(false)` if the lease was no longer this claim's
+    /// (it ended and was taken over or swept): stop processing, or accept a second one.
+    ///
+    /// # Errors
+    ///
+    /// The server's errors; the lease is then unchanged.
+    pub fn renew(&self) -> Result<bool, Error> {
+        let Some(hash) = self.hash else {
+            return Ok(false);
+        };
+        let (batch, s) = self.renew_batch(hash);
+        self.map.lease_answer(s, self.map.server.run(&batch)?)
+    }
+
+    /// [`renew`](Self::renew), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`renew`](Self::renew).
+    pub async fn renew_async(&self) -> Result<bool, Error> {
+        let Some(hash) = self.hash else {
+            return Ok(false);
+        };
+        let (batch, s) = self.renew_batch(hash);
+        self.map
+            .lease_answer(s, self.map.server.run_async(&batch).await?)
+    }
+
+    /// Processing failed: forgets the item now, as dropping the claim would, and returns
+    /// whether it erased it (`false` if its lease was no longer this claim's, or another item
+    /// had overwritten the slot: nothing is touched then). After it returns `Ok`, the claim
+    /// does nothing more.
+    ///
+    /// # Errors
+    ///
+    /// The server's errors; the claim then stays armed (calling `forget` again, or the drop,
+    /// tries again).
+    pub fn forget(&mut self) -> Result<bool, Error> {
+        let Some(hash) = self.hash else {
+            return Ok(false);
+        };
+        let (batch, s) = self.release_batch(hash);
+        let erased = self.map.lease_answer(s, self.map.server.run(&batch)?)?;
+        self.hash = None;
+        Ok(erased)
+    }
+
+    /// [`forget`](Self::forget), on the tokio connection: what async code calls when processing
+    /// failed.
+    ///
+    /// # Errors
+    ///
+    /// As [`forget`](Self::forget).
+    pub async fn forget_async(&mut self) -> Result<bool, Error> {
+        let Some(hash) = self.hash else {
+            return Ok(false);
+        };
+        let (batch, s) = self.release_batch(hash);
+        let erased = self
+            .map
+            .lease_answer(s, self.map.server.run_async(&batch).await?)?;
+        self.hash = None;
+        Ok(erased)
+    }
+
+    /// The claimed item's hash, or `None` once committed or forgotten.
+    pub fn hash(&self) -> Option<Hash128> {
+        self.hash
+    }
+}
+
+/// Runs `batch` in a task on the current tokio runtime, its outcome ignored; `Err(batch)`
+/// outside one.
+fn spawn(server: &Server, batch: Batch) -> Result<(), Batch> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            let server = server.clone();
+            handle.spawn(async move {
+                let _ = server.run_async(&batch).await;
+            });
+            Ok(())
+        }
+        Err(_) => Err(batch),
+    }
+}
+
+impl Drop for SharedClaim<'_> {
+    /// Forgets the item unless the claim was committed or forgotten, errors ignored: blocking
+    /// for a claim from `claim`, in a spawned task for one from `claim_async` (see the type
+    /// docs).
+    fn drop(&mut self) {
+        let Some(hash) = self.hash.take() else {
+            return;
+        };
+        let (batch, _) = self.release_batch(hash);
+        let batch = if self.spawn {
+            match spawn(&self.map.server, batch) {
+                Ok(()) => return,
+                Err(batch) => batch,
+            }
+        } else {
+            batch
+        };
+        let _ = self.map.server.run(&batch);
+    }
+}
+
+impl std::fmt::Debug for SharedClaim<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedClaim")
+            .field("map", &self.map.name)
+            .field("hash", &self.hash)
+            .finish_non_exhaustive()
+    }
+}

@@ -196,3 +196,38 @@ fn a_lost_map_shard_is_missing_also_after_open_or_create() {
     assert_missing("lookup", again.contains_many(&items, &mut hits));
     assert_missing("claim", again.claim("msg-1").map(|c| c.is_some()));
 }
+
+/// A generation that expired on the server's clock is empty, not lost: the ledger's end of
+/// its life has passed. (The period is a second and the window none, so the generation's key
+/// lives about 1.1 s; the test polls the server until the key is gone.)
+#[test]
+fn an_expired_generation_is_empty_not_missing() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let second = Duration::from_secs(1);
+    let clock = ManualClock::new(second * 1_800_000_000 + second.mul_f64(0.9));
+    let filter = SharedWindowedFilter::builder("expiring", 1_000)
+        .periods(0)
+        .period(second)
+        .clock(clock.clone())
+        .create(&server)
+        .unwrap();
+    let items = keys("item", 100);
+    let mut new = Vec::new();
+    assert_eq!(filter.insert_many(&items, &mut new).unwrap(), 100);
+    let key = filter.key(0, filter.generation().unwrap());
+    let mut conn = redis.client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let exists: u64 = redis::cmd("EXISTS").arg(&key).query(&mut conn).unwrap();
+        if exists == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{key} never expired");
+        std::thread::yield_now();
+    }
+    // The handle's clock has not moved: the same generation, read empty, written again.
+    let mut hits = Vec::new();
+    assert_eq!(filter.contains_many(&items, &mut hits).unwrap(), 0);
+    assert_eq!(filter.insert_many(&items, &mut new).unwrap(), 100);
+}

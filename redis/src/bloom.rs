@@ -49,7 +49,11 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 ///   of its items, so no item is ever reported new when its write is unknown. Retrying is
 ///   safe ([`Error`] says what a retry answers).
 /// - **Round trips**: a lookup or a batch of lookups, one; an insert or a batch of inserts,
-///   two, or one after a batch whose items were mostly new (see "Insert" below).
+///   two, or one after a batch whose items were mostly new (see "Insert" below); per
+///   [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
+/// - **Lost is never empty**: a shard that is gone (`FLUSHALL`, `DEL`, an eviction, a restart
+///   without persistence) is [`Error::Missing`] for every read and write, from every client,
+///   also one that opens the filter afterwards; no write brings it back as an empty shard.
 ///
 /// # Where the bits are
 ///
@@ -58,29 +62,34 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 /// `64·w` to `64·w + 63` of the string; the server numbers a string's bits from the most
 /// significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
 /// the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
-/// string holds each word as its 8 big-endian bytes.
+/// string holds each word as its 8 big-endian bytes. After the bits, each shard holds one
+/// **guard byte** of value 1, written when the shard is created and never again.
 ///
 /// # The protocol, and why each step is atomic enough
 ///
-/// - **Lookup** (one round trip): per shard touched, `STRLEN` (a lost shard, or one cut short,
-///   is an error, never an empty filter) and one `BITFIELD_RO` with a `GET i64` per word that
-///   holds a bit of an item. Each command reads a consistent value; an item is reported if
-///   every bit is set.
+/// - **Create**: unless the description exists, one script per shard makes it empty at its
+///   full length with its guard (keeping a shard that has its guard: a racing creator's),
+///   then the description is written with `SET ... NX GET` (among racing creators exactly one
+///   writes it), last, so that no process opens the filter before its shards are there.
+///   Under an existing description nothing is created: a lost shard stays lost.
+/// - **Lookup** (one round trip): per shard touched, `BITFIELD_RO` commands of the guard's
+///   `GET u8` and a `GET i64` per word that holds a bit of an item (up to 512 a command). Each
+///   command reads a consistent value, the guard with the words: a guard of 0 (the shard is
+///   gone, or a write made its key again after a loss) is [`Error::Missing`] and no answer
+///   is read from that command. An item is reported if every bit is set.
 /// - **Insert** (two round trips, the second only for items with a bit unset; one after a
 ///   mostly new batch):
 ///   1. the lookup's read; skipped when most items of the handle's previous insert batch were
 ///      new (a new item has most of its bits unset, and the read would only cost a round
-///      trip): every bit of every item then counts as unset, and the write's pipeline starts
-///      with a `STRLEN` of each shard it writes, so that a shard lost since is found as the
-///      read would find it (the write re-created it short: the client deletes it again, and the
-///      batch fails with [`Error::Missing`]);
+///      trip): every bit of every item then counts as unset;
 ///   2. per item with a bit unset, `SET u1 o1 1 SET u1 o2 1 ...` over the bits the read found
-///      unset, all in one `BITFIELD key ...` command, which carries the fields of several items
-///      of the shard (up to 512 fields). One `BITFIELD` is one atomic command that runs its
-///      fields in order and returns every old value; the item is new if one of its was 0.
-///      Then, per shard written, a `STRLEN` after its `BITFIELD`s (on its connection, in
-///      order): a shard lost since the read (a `FLUSHALL`, an eviction) was created again by
-///      the `BITFIELD`, short, and the batch fails instead of answering into an empty filter.
+///      unset, all in one `BITFIELD key ...` command, which carries the guard's `GET u8`
+///      first and the fields of several items of the shard (up to 512 fields). One
+///      `BITFIELD` is one atomic command that runs its fields in order and returns every old
+///      value; the item is new if one of its was 0. A shard lost before the command: the
+///      `BITFIELD` creates its key (zeroed, without the guard) and its own reply reads the
+///      guard as 0, so the batch answers nothing ([`Error::Missing`]); every later command on
+///      that key, from any client, reads a guard of 0 too.
 ///
 ///   Exactly one of any number of racing inserts of one new item is told "new", in both
 ///   layouts: bits are only ever set, so the unset bits a client read include every bit still

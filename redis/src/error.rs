@@ -37,8 +37,11 @@ pub enum Error {
         /// The server's message, whole.
         message: String,
     },
-    /// No structure of this name on the server (never created, deleted, or lost: a restart
-    /// without persistence, `FLUSHALL`, eviction under an `allkeys-*` policy).
+    /// No structure of this name on the server, or a part of it is gone (never created,
+    /// deleted, or lost: a restart without persistence, `FLUSHALL`, eviction; also a shard
+    /// that is there without its guard byte: cut short, or written again by a write after it
+    /// was lost). Nothing was answered. A lost structure stays lost for every client until it
+    /// is destroyed and created again.
     Missing {
         /// The structure's name.
         name: String,
@@ -143,7 +146,7 @@ impl fmt::Display for Error {
             Self::Server { key, message, .. } => write!(f, "{key}: the server refused: {message}"),
             Self::Missing { name, key } => write!(
                 f,
-                "{name}: no such structure on the server ({key} is missing: never created, deleted, or lost in a restart without persistence or an eviction)"
+                "{name}: no such structure on the server, or part of it is lost ({key} is missing or has no guard: never created, deleted, or lost in a restart without persistence, a FLUSHALL or an eviction; destroy the structure and create it again to start it empty)"
             ),
             Self::Mismatch {
                 name,

@@ -208,7 +208,7 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
         "shard create" | "map create" | "ledger create" => Ok(()),
         "forget" => int(&|n| (-1..=1).contains(&n)),
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
-        "window check" => int(&|n| n >= -2 && n <= keys as i64 - 1),
+        "window check" => int(&|n| n >= -2 && n < keys as i64),
         "window insert" => {
             // The expiry, the guard, one generation per generation key, then per item, per
             // generation key, a count and that many offsets.

@@ -50,8 +50,11 @@
 //!   acknowledged insert survives a crash and a restart (tested); `everysec` can lose the last
 //!   second, and RDB snapshots lose what came after the last save. Replication is
 //!   asynchronous: a failover can lose acknowledged writes (`WAIT` after a batch is the lever).
-//! - **A lost key is an error, never an empty structure**: a shard gone (a restart without
-//!   persistence, `FLUSHALL`, an eviction) is [`Error::Missing`]. Run the server with
+//! - **A lost key is an error, never an empty structure**: a shard or a generation gone (a
+//!   restart without persistence, `FLUSHALL`, an eviction) is [`Error::Missing`] for every
+//!   read and write, from every process, also one that opens the structure afterwards: every
+//!   command reads the shard's guard byte (and a windowed filter's ledger) in the same atomic
+//!   step, and no write brings a lost shard back empty. Run the server with
 //!   `maxmemory-policy noeviction` (the default): under `allkeys-*` it may evict a filter's
 //!   keys, and under `volatile-*` a windowed filter's generations before they expire.
 //!
@@ -68,9 +71,10 @@
 //!
 //! # Limitations
 //!
-//! - Redis 7.0 or later (`SET ... NX GET`), or Valkey; stock commands only (`BITFIELD`,
-//!   `BITFIELD_RO`, `GETRANGE`, `SETRANGE`, `EXISTS`, `PEXPIRE`, `TIME` and Lua scripts by
-//!   `EVALSHA`), no module: managed services work. TLS is not built in.
+//! - Redis 7.0 or later (`SET ... NX GET`, `TIME` inside scripts), or Valkey; stock
+//!   commands only (`BITFIELD`, `BITFIELD_RO`, `GETRANGE`, `SETRANGE`, `EXISTS`, `PEXPIREAT`,
+//!   `HGET`, `HSET`, `HDEL`, `HRANDFIELD`, `TIME` and Lua scripts by `EVALSHA`), no module:
+//!   managed services work. TLS is not built in.
 //! - A structure's size is fixed at creation (a shared filter does not grow); one string holds
 //!   at most 512 MiB, so larger structures are cut into more shards.
 //! - A name is 1 to 200 bytes without braces, spaces or control characters; every key starts

@@ -134,9 +134,12 @@ return made",
 /// [`destroy`](SharedOverwriteMap::destroy)) is reported as [`Error::Missing`] and never read as
 /// an empty map. A write to a missing shard creates a short string without the guard (a
 /// `BITFIELD SET` creates its key); every later command on it still finds no guard, so the
-/// error persists until the map is created anew, which replaces every shard: `create` does it
-/// when the description is gone too (a restart that lost everything); with the description
-/// still there, [`destroy`](SharedOverwriteMap::destroy) the map first.
+/// error persists until the map is created anew, which replaces every shard: a create does it
+/// only when the description is gone too (a restart that lost everything); with the
+/// description still there, [`destroy`](SharedOverwriteMap::destroy) the map first.
+///
+/// Beside each shard is the hash of its claims' leases, `seen:{NAME:s}:leases`, with a field
+/// `guard` that tells a lost hash from an empty one ([`SharedClaim`] has the details).
 ///
 /// # The protocol, and why each step is atomic
 ///
@@ -157,17 +160,26 @@ return made",
 ///   between the comparison and the write: a forget never erases an item that overwrote ours.
 ///   It is sent as `EVALSHA`; if the server answers `NOSCRIPT` (a restart, `SCRIPT FLUSH`,
 ///   another cluster node), the script did not run, and it is sent again as `EVAL`.
-/// - **Claim**: an insert that answered "new" gives a [`SharedClaim`]; its `commit` writes
-///   nothing, its forget (explicit or on drop) is the forget above. The at-least-once argument
-///   is the local [`Claim`](seen::Claim)'s: a delivery is refused only while its slot holds its
-///   fingerprint, which a live or committed claim put there (a dropped one would have erased
-///   it), and a forget only ever erases, so a race can cause a duplicate, never a loss.
-/// - **Create**: the description is written with `SET ... NX GET` (among racing creators
-///   exactly one writes it, the others read it and open the map or refuse a mismatch); the
-///   creator then runs one script per shard that deletes the key and writes the guard byte
-///   (`SETRANGE`, which allocates the shard's full length at once). Atomic per shard, so no
-///   insert lands in a half-created shard; an insert before it finds no guard and fails with
-///   [`Error::Missing`], never with an answer.
+/// - **Claim** (one round trip): a script on the shard and its leases hash: if the slot does
+///   not hold the item, or holds it under a lease that has ended (by the server's `TIME` in
+///   the script), it writes the fingerprint and the claim's lease (its end and a token of the
+///   claim) and answers "claimed"; otherwise (committed, inserted, or under a live lease) it
+///   answers "duplicate". Then it sweeps one lease picked at random if it has ended: the slot
+///   cleared if it still holds that claim's item, the lease deleted. `commit` deletes the
+///   lease if it is still this claim's; `renew` moves its end; the claim's `forget` (explicit
+///   or on drop) clears the slot and the lease only if the lease is still this claim's. Each
+///   is one script, so no other command runs between its checks and its writes. The
+///   at-least-once argument is the local [`Claim`](seen::Claim)'s, with one more way out: a
+///   delivery is refused only while its slot holds its fingerprint under a live lease or
+///   committed; a claim whose holder vanished ends with its lease, so a crashed consumer
+///   delays a message by at most the lease and never loses it. A race, or a holder slower
+///   than its lease, can cause a duplicate, never a loss.
+/// - **Create**: unless the description exists, one script per shard makes it (every slot
+///   empty, the guard byte set, the leases hash with its guard; kept if they have their
+///   guards: a racing creator's), then the description is written with `SET ... NX GET`
+///   (among racing creators exactly one writes it): the shards before the description, so no
+///   process opens the map before they are there. Under an existing description nothing is
+///   created: a lost shard stays lost.
 /// - **Batches** ([`insert_many`](SharedOverwriteMap::insert_many),
 ///   [`contains_many`](SharedOverwriteMap::contains_many)): one `BITFIELD` per shard touched
 ///   (cut every 512 fields), each with the guard's `GET`, all in one pipeline: one round trip

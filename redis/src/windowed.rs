@@ -201,33 +201,50 @@ static TIME: LazyLock<Lua> = LazyLock::new(|| Lua::new("time", "return redis.cal
 /// shard share the hash tag `{NAME:s}`, so they are in one Cluster slot and one script reaches
 /// them all. The bits within a key are [`SharedBloomFilter`](crate::SharedBloomFilter)'s: the
 /// crate's bit `b` of word `w` is the string's bit `64·w + 63 - b`, so `GET i64 64·w` reads the
-/// word whole. A key is created by its first write and carries an expiry
-/// (`PEXPIRE`, refreshed by every write to it) at the end of the last period in which it is
-/// live, `(g + n + 1)·P`, plus one period for clients whose clock lags: the server forgets old
+/// word whole. A key is created by the first insert of its period, at its full length with
+/// a **guard byte** of value 1 after its bits (as a Bloom filter's shard), and expires at the
+/// end of the last period in which it is live, `(g + n + 1)·P`, plus one period for clients
+/// whose clock lags (`PEXPIREAT`, moved later by later writes): the server forgets old
 /// generations by itself, and nothing ever rotates or clears.
+///
+/// Beside the generations, each shard has a **ledger**, the hash `seen:{NAME:s}:gens`: per
+/// generation created, the end of its key's life on the server's clock (the same value as
+/// its `PEXPIREAT`), and a field `guard` written when the filter is created. It tells the
+/// three kinds of missing generation apart: never written (not in the ledger: empty),
+/// expired (its end has passed: empty), and **lost** (in the ledger, its end still ahead, but
+/// no key with a guard: evicted, deleted, a restart without persistence), which is
+/// [`Error::Missing`], never an empty generation. A ledger that is gone is lost too.
 ///
 /// # The protocol, and why each step is atomic enough
 ///
+/// - **Create**: unless the description exists, each shard's ledger with its guard (kept if
+///   it has one), then the description (`SET ... NX GET`): the shards before the description.
 /// - **Lookup** (one round trip): `EXISTS` of the description (a destroyed filter is an
 ///   error, never an empty one) and, per shard touched and per generation `g - n ..= g + 1`,
-///   one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an item. A missing key
-///   reads as zeros: an expired generation is empty. (`g + 1` exists only if a client whose
-///   clock is ahead wrote into it; its items are in that client's window and will be in
-///   ours.) Each command reads a consistent value, and bits are only ever set: an item is
-///   reported if one generation has all its bits.
+///   one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an item; then, per shard,
+///   a check script after its reads on the same connection: a generation key without its
+///   guard whose ledger entry is still live is lost (or the ledger is gone): the batch fails.
+///   A generation read as empty that the check finds there was created after the read (a
+///   lost key is never made again while its entry lives), so the read was right when it
+///   ran. (`g + 1` exists only if a client whose clock is ahead wrote into it; its items are
+///   in that client's window and will be in ours.) Each command reads a consistent value, and
+///   bits are only ever set: an item is reported if one generation has all its bits.
 /// - **Insert** (two round trips, the second only for items the read did not find):
 ///   1. the lookup's read; an item found in a live generation is "not new", and nothing is
 ///      written: an insert that returns `false` does not renew the item, so the window counts
 ///      from the insert that let it through (as locally);
 ///   2. per shard, one script (`EVALSHA`, or `EVAL` after `NOSCRIPT`) over the shard's keys of
-///      generations `g`, `g - 1` (if `n >= 1`) and `g + 1`, for up to 256 items, each with the
-///      bits the read found unset in each of those keys. For each item in turn, it reads the
-///      unset bits in `g - 1` and `g + 1` (`BITFIELD_RO ... GET u1`: one bit per field, so no
-///      64-bit value passes through Lua's doubles); if one of them now has them all, the item
-///      is "not new" and nothing is written; otherwise one `BITFIELD ... SET u1` sets the
-///      unset bits in `g` and returns their old values, and the item is new if one was 0.
-///      Then `PEXPIRE` of `g`'s key. A script runs atomically: no other command on the server
-///      runs between its reads and its write.
+///      generations `g`, `g - 1` (if `n >= 1`) and `g + 1` and its ledger, for up to 256
+///      items, each with the bits the read found unset in each of those keys. It first checks
+///      every key it touches against the ledger (a lost one fails the batch, with nothing
+///      written), creates `g`'s key if it is new (with its guard and its ledger entry), and
+///      moves its expiry and ledger entry to the later end. For each item in turn, it reads
+///      the unset bits in `g - 1` and `g + 1` (`BITFIELD_RO ... GET u1`: one bit per field,
+///      so no 64-bit value passes through Lua's doubles); if one of them now has them all,
+///      the item is "not new" and nothing is written; otherwise one `BITFIELD ... SET u1`
+///      sets the unset bits in `g` and returns their old values, and the item is new if one
+///      was 0. A script runs atomically: no other command on the server runs between its
+///      checks, its reads and its write.
 ///
 ///   Exactly one of any number of racing inserts of one new item is told "new", when the
 ///   racers' generations differ by at most one and `n >= 1`: every write of the item's bits is

@@ -35,6 +35,9 @@ fn status(field: &str) -> u64 {
     kb * 1024
 }
 
+/// The call a case measures, appending its answers.
+type Call = Box<dyn FnOnce(&mut Vec<bool>)>;
+
 /// A worker: `case|url`: creates the case's structure, makes its million items, then runs the
 /// call and prints `GROWTH bytes`: the peak resident memory after the call less the resident
 /// memory before it.
@@ -47,7 +50,7 @@ fn worker() {
     let server = Server::open(args[1]).unwrap();
     let items: Vec<u64> = (0..ITEMS).collect();
     let mut answers = Vec::with_capacity(ITEMS as usize);
-    let call: Box<dyn FnOnce(&mut Vec<bool>)> = match args[0] {
+    let call: Call = match args[0] {
         "bloom" => {
             let f = SharedBloomFilter::builder("bloom", ITEMS)
                 .create(&server)

@@ -445,19 +445,19 @@ impl<'a> SharedClaim<'a> {
     }
 }
 
-/// Runs `batch` in a task on the current tokio runtime, its outcome ignored; `Err(batch)`
-/// outside one.
-fn spawn(server: &Server, batch: Batch) -> Result<(), Batch> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => {
-            let server = server.clone();
-            handle.spawn(async move {
-                let _ = server.run_async(&batch).await;
-            });
-            Ok(())
+/// Runs `batch` in a task on the current tokio runtime, its outcome ignored; `false` (and
+/// nothing run) outside one.
+fn spawned(server: &Server, batch: &mut Option<Batch>) -> bool {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    let (server, batch) = (server.clone(), batch.take());
+    handle.spawn(async move {
+        if let Some(batch) = batch {
+            let _ = server.run_async(&batch).await;
         }
-        Err(_) => Err(batch),
-    }
+    });
+    true
 }
 
 impl Drop for SharedClaim<'_> {
@@ -468,16 +468,13 @@ impl Drop for SharedClaim<'_> {
         let Some(hash) = self.hash.take() else {
             return;
         };
-        let (batch, _) = self.release_batch(hash);
-        let batch = if self.spawn {
-            match spawn(&self.map.server, batch) {
-                Ok(()) => return,
-                Err(batch) => batch,
-            }
-        } else {
-            batch
-        };
-        let _ = self.map.server.run(&batch);
+        let mut batch = Some(self.release_batch(hash).0);
+        if self.spawn && spawned(&self.map.server, &mut batch) {
+            return;
+        }
+        if let Some(batch) = batch {
+            let _ = self.map.server.run(&batch);
+        }
     }
 }
 

@@ -1,6 +1,8 @@
-//! Real servers for the tests: `redis-server` started in a temporary directory, on a Unix
-//! socket (one server) or free loopback ports (a cluster), and killed when dropped. No mock
-//! stands in for a server anywhere. Shared with the command's tests (`#[path]`).
+//! Real servers for the tests of `seen`'s shared structures (package `seen-dedup-redis`), of
+//! the command's `--redis` (`cli/tests/redis.rs`) and for the Redis bench (`benches/redis.rs`):
+//! a server started in a temporary directory, on a Unix socket (one server) or free loopback
+//! ports (a cluster), and killed when dropped. No mock stands in for a server anywhere. A
+//! workspace crate of its own, never published: a dev-dependency of the packages that use it.
 //!
 //! `.ci/run` installs `redis-server` when it is missing; a test that cannot start it fails,
 //! saying so (never skips).
@@ -12,8 +14,6 @@
 //! a polled key. The only polls left are of a server's own state where no blocking command
 //! exists (a fresh server answering `PING`, a cluster's state, a client held by a pause), each
 //! with a generous deadline.
-
-#![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -33,9 +33,11 @@ pub const PAUSE: Duration = Duration::from_secs(3600);
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// A directory of its own under the system's temporary directory, removed on drop.
+#[derive(Debug)]
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// A new, empty directory whose name holds `what`, this process's id and a counter.
     pub fn new(what: &str) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "seen-redis-{what}-{}-{}",
@@ -47,6 +49,7 @@ impl TempDir {
         Self(dir)
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -59,6 +62,7 @@ impl Drop for TempDir {
 }
 
 /// One `redis-server` on a Unix socket in its own directory, killed on drop.
+#[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
     dir: TempDir,
@@ -115,7 +119,10 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}): install it (.ci/run does: apt-get install redis-server)")
+            panic!(
+                "cannot start redis-server ({e}): install it (.ci/run does: apt-get install \
+                 redis-server)"
+            )
         });
         let url = self.url();
         let log = self.dir.path().join("redis.log");
@@ -278,12 +285,15 @@ fn process_id(url: &str) -> Option<u32> {
 
 /// A local Redis Cluster of `n` primaries (no replicas) on loopback ports, every slot assigned,
 /// killed on drop.
+#[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<(u16, Child)>,
     dir: TempDir,
 }
 
 impl RedisCluster {
+    /// Starts `n` nodes, assigns every slot with `redis-cli --cluster create`, and waits until
+    /// every node reports `cluster_state:ok`.
     pub fn start(n: usize) -> Self {
         // Built node by node, so that a node failing to start kills the ones started before.
         let mut cluster = Self {
@@ -410,6 +420,7 @@ impl Drop for RedisCluster {
 
 /// Worker processes, killed on drop: a test that fails while they run leaves none behind
 /// (one blocked on a start token, for instance).
+#[derive(Debug)]
 pub struct Workers(Vec<Child>);
 
 impl Workers {
@@ -424,8 +435,14 @@ impl Workers {
         workers
     }
 
+    /// How many workers are left (not yet waited for by [`outputs`](Self::outputs)).
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether no worker is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Worker `i`, to take its pipes.

@@ -1,8 +1,9 @@
 //! `SharedBloomFilter` on a real `redis-server` against what a user writes by hand with the
 //! `redis` crate, in one run against one server: items/s and server memory per item.
 //!
-//! The bench starts its own `redis-server` (the tests' harness, `redis/test-server/`: a Unix
-//! socket in a temporary directory, no persistence) and kills it at the end. Each case starts from an empty server (`FLUSHALL`),
+//! The bench starts its own `redis-server`, or the server that `SEEN_TEST_SERVER` names (the
+//! tests' harness, `redis/test-server/`: a Unix socket in a temporary directory, no
+//! persistence), and kills it at the end. Each case starts from an empty server (`FLUSHALL`),
 //! so every case holds the same `ITEMS` ids of about 50 bytes (`msg-` and 45 hex digits), and
 //! runs with 1, 4 and 32 client threads (blocking API, one connection per thread), the ids
 //! split into contiguous ranges, each thread sending batches of `BATCH` ids:

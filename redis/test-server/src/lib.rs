@@ -4,8 +4,10 @@
 //! ports (a cluster), and killed when dropped. No mock stands in for a server anywhere. A
 //! workspace crate of its own, never published: a dev-dependency of the packages that use it.
 //!
-//! `.ci/run` installs `redis-server` when it is missing; a test that cannot start it fails,
-//! saying so (never skips).
+//! The server is `redis-server` on the `PATH`, or the binary that [`SERVER_VAR`] names (Valkey's
+//! `valkey-server`); a cluster is created with `redis-cli`, or the binary that [`CLI_VAR`]
+//! names. `.ci/run` installs `redis-server` when it is missing; a test that cannot start its
+//! server fails, saying so (never skips).
 //!
 //! Tests choose their interleavings here too: a write is held with [`RedisServer::pause_writes`]
 //! (an hour: it never ends by itself while a test runs) and the test waits for the held client
@@ -15,6 +17,7 @@
 //! exists (a fresh server answering `PING`, a cluster's state, a client held by a pause), each
 //! with a generous deadline.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -31,6 +34,42 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 pub const PAUSE: Duration = Duration::from_secs(3600);
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The environment variable that names the server binary the tests start: a name looked up on
+/// the `PATH` (`valkey-server`), or an absolute path. A relative path is taken from the test's
+/// working directory, which `cargo test` sets to the package's folder. Unset or empty:
+/// `redis-server`.
+pub const SERVER_VAR: &str = "SEEN_TEST_SERVER";
+
+/// The environment variable that names the command-line client that creates a cluster
+/// (`--cluster create`): Valkey's `valkey-cli` goes with `valkey-server`. Unset or empty:
+/// `redis-cli`.
+pub const CLI_VAR: &str = "SEEN_TEST_CLI";
+
+/// The server binary the tests start: [`SERVER_VAR`]'s value, or `redis-server`.
+pub fn server_binary() -> OsString {
+    binary(SERVER_VAR, "redis-server")
+}
+
+/// The client that creates a cluster: [`CLI_VAR`]'s value, or `redis-cli`.
+pub fn cli_binary() -> OsString {
+    binary(CLI_VAR, "redis-cli")
+}
+
+fn binary(var: &str, default: &str) -> OsString {
+    std::env::var_os(var)
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| default.into())
+}
+
+/// The server binary, for messages: its name, and the variable that chose it if one did.
+fn server_name() -> String {
+    let binary = server_binary();
+    match std::env::var_os(SERVER_VAR).filter(|value| !value.is_empty()) {
+        Some(_) => format!("{} ({SERVER_VAR})", binary.to_string_lossy()),
+        None => binary.to_string_lossy().into_owned(),
+    }
+}
 
 /// A directory of its own under the system's temporary directory, removed on drop.
 #[derive(Debug)]
@@ -61,7 +100,7 @@ impl Drop for TempDir {
     }
 }
 
-/// One `redis-server` on a Unix socket in its own directory, killed on drop.
+/// One server ([`server_binary`]) on a Unix socket in its own directory, killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
@@ -101,7 +140,7 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.arg("--port")
             .arg("0")
             .arg("--unixsocket")
@@ -120,14 +159,15 @@ impl RedisServer {
             .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap_or_else(|e| {
             panic!(
-                "cannot start redis-server ({e}): install it (.ci/run does: apt-get install \
-                 redis-server)"
+                "cannot start {} ({e}): install redis-server (.ci/run does: apt-get install \
+                 redis-server), or name another server in {SERVER_VAR}",
+                server_name()
             )
         });
         let url = self.url();
         let log = self.dir.path().join("redis.log");
         if let Err(log) = wait_started(&mut child, || ping(&url), &log) {
-            panic!("redis-server exited at start; log:\n{log}");
+            panic!("{} exited at start; log:\n{log}", server_name());
         }
         self.child = Some(child);
     }
@@ -246,7 +286,7 @@ fn wait_started(
             }
             _ => ready(),
         },
-        "redis-server to accept connections",
+        "the server to accept connections",
     );
     if let Err(e) = waited {
         let _ = child.kill();
@@ -292,8 +332,8 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
-    /// Starts `n` nodes, assigns every slot with `redis-cli --cluster create`, and waits until
-    /// every node reports `cluster_state:ok`.
+    /// Starts `n` nodes ([`server_binary`]), assigns every slot with [`cli_binary`]'s
+    /// `--cluster create`, and waits until every node reports `cluster_state:ok`.
     pub fn start(n: usize) -> Self {
         // Built node by node, so that a node failing to start kills the ones started before.
         let mut cluster = Self {
@@ -304,8 +344,10 @@ impl RedisCluster {
             let node = Self::start_node(&cluster.dir.path().join(format!("node{i}")));
             cluster.nodes.push(node);
         }
-        // Assign the slots: redis-cli ships with the server (package redis-tools).
-        let out = Command::new("redis-cli")
+        // Assign the slots: redis-cli ships with the server (package redis-tools; Valkey's
+        // valkey-cli in valkey-tools).
+        let cli = cli_binary();
+        let out = Command::new(&cli)
             .arg("--cluster")
             .arg("create")
             .args(cluster.nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")))
@@ -313,10 +355,17 @@ impl RedisCluster {
             .arg("0")
             .arg("--cluster-yes")
             .output()
-            .expect("redis-cli (installed with redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {} ({e}): installed with redis-server, or name another in \
+                     {CLI_VAR}",
+                    cli.to_string_lossy()
+                )
+            });
         assert!(
             out.status.success(),
-            "redis-cli --cluster create failed:\n{}{}",
+            "{} --cluster create failed:\n{}{}",
+            cli.to_string_lossy(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -345,7 +394,7 @@ impl RedisCluster {
             std::fs::create_dir_all(node_dir).unwrap();
             let port = free_port();
             let log = node_dir.join("redis.log");
-            let mut child = Command::new("redis-server")
+            let mut child = Command::new(server_binary())
                 .arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
@@ -366,7 +415,7 @@ impl RedisCluster {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot start redis-server ({e})"));
+                .unwrap_or_else(|e| panic!("cannot start {} ({e})", server_name()));
             let url = format!("redis://127.0.0.1:{port}");
             let id = child.id();
             match wait_started(&mut child, || process_id(&url) == Some(id), &log) {

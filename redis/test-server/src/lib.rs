@@ -5,9 +5,10 @@
 //! workspace crate of its own, never published: a dev-dependency of the packages that use it.
 //!
 //! The server is `redis-server` on the `PATH`, or the binary that [`SERVER_VAR`] names (Valkey's
-//! `valkey-server`); a cluster is created with `redis-cli`, or the binary that [`CLI_VAR`]
-//! names. `.ci/run` installs `redis-server` when it is missing; a test that cannot start its
-//! server fails, saying so (never skips).
+//! `valkey-server`: `scripts/valkey` fetches one); a cluster is created with `redis-cli`, or the
+//! binary that [`CLI_VAR`] names. `.ci/run` installs `redis-server` when it is missing and runs
+//! the shared structures' tests once more with Valkey; a test that cannot start its server
+//! fails, saying so (never skips).
 //!
 //! Tests choose their interleavings here too: a write is held with [`RedisServer::pause_writes`]
 //! (an hour: it never ends by itself while a test runs) and the test waits for the held client
@@ -36,9 +37,9 @@ pub const PAUSE: Duration = Duration::from_secs(3600);
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// The environment variable that names the server binary the tests start: a name looked up on
-/// the `PATH` (`valkey-server`), or an absolute path. A relative path is taken from the test's
-/// working directory, which `cargo test` sets to the package's folder. Unset or empty:
-/// `redis-server`.
+/// the `PATH` (`valkey-server`), or an absolute path (`scripts/valkey` prints one). A relative
+/// path is taken from the test's working directory, which `cargo test` sets to the package's
+/// folder. Unset or empty: `redis-server`.
 pub const SERVER_VAR: &str = "SEEN_TEST_SERVER";
 
 /// The environment variable that names the command-line client that creates a cluster

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// How long a server may take to accept connections after it starts (a loaded CI machine),
 /// and how long a test waits for a server-side condition it set up (a client held by a pause,
 /// a worker process ready).
-const START_LIMIT: Duration = Duration::from_secs(60);
+pub const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// How long a test's `CLIENT PAUSE` lasts: far longer than any of its waits, so that the pause
 /// never ends by itself while the test runs (the test ends it, with [`RedisServer::unpause`]

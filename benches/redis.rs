@@ -1,12 +1,12 @@
 //! `SharedBloomFilter` on a real `redis-server` against what a user writes by hand with the
 //! `redis` crate, in one run against one server: items/s and server memory per item.
 //!
-//! The bench starts its own `redis-server` (a Unix socket in a temporary directory, no
-//! persistence: `redis/tests/common/server.rs`) and kills it at the end. Each case starts from
-//! an empty server (`FLUSHALL`), so every case holds the same `ITEMS` ids of about 50 bytes
-//! (`msg-` and 45 hex digits), and runs with 1, 4 and 32 client threads (blocking API, one
-//! connection per thread), the ids split into contiguous ranges, each thread sending batches
-//! of `BATCH` ids:
+//! The bench starts its own `redis-server`, or the server that `SEEN_TEST_SERVER` names (the
+//! tests' harness, `redis/test-server/`: a Unix socket in a temporary directory, no
+//! persistence), and kills it at the end. Each case starts from an empty server (`FLUSHALL`),
+//! so every case holds the same `ITEMS` ids of about 50 bytes (`msg-` and 45 hex digits), and
+//! runs with 1, 4 and 32 client threads (blocking API, one connection per thread), the ids
+//! split into contiguous ranges, each thread sending batches of `BATCH` ids:
 //!
 //! - `bloom insert new` / `bloom insert repeated` / `bloom contains`: a `SharedBloomFilter` of
 //!   capacity `ITEMS` at 1% (word layout, the default), `insert_many` of the ids, then
@@ -36,9 +36,6 @@
 //! defaults (400,000, 3, `1,4,32`: 1,000,000 takes about 6 minutes here); `SEEN_REDIS_ONLY` picks cases among
 //! `bloom,setnx,px,script` (for profiling one).
 
-#[path = "../redis/tests/common/server.rs"]
-mod server;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -47,6 +44,7 @@ use seen::BlockBits;
 use seen::hash::{ItemHasher, StableHasher};
 use seen::sizing::BlockedSizing;
 use seen_redis::{Server, SharedBloomFilter};
+use seen_test_server::RedisServer;
 
 /// Ids per batch: one `insert_many` / `contains_many`, or one pipeline.
 const BATCH: usize = 1000;
@@ -468,7 +466,7 @@ fn main() {
         .map(|c| c.trim().parse().expect("SEEN_REDIS_CLIENTS: numbers"))
         .collect();
     let started = Instant::now();
-    let redis = server::RedisServer::start();
+    let redis = RedisServer::start();
     let url = redis.url();
     let version = redis::cmd("INFO")
         .arg("server")

@@ -9,11 +9,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Output;
 
 mod common;
-#[path = "../../redis/tests/common/server.rs"]
-mod server;
 
 use common::{first_occurrences, lines, seen, start, stderr_of};
-use server::{RedisCluster, RedisServer};
+use seen_test_server::{RedisCluster, RedisServer};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

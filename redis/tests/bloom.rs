@@ -1,15 +1,12 @@
 //! The shared Bloom filter against a real server: the same answers as the local filter.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 
 use seen::hash::StableHasher;
 use seen::{AtomicBloomFilter, Layout};
 use seen_redis::{Error, Server, SharedBloomFilter};
-use server::RedisServer;
+use seen_test_server::{self as server, RedisServer};
 
 #[test]
 fn a_shared_filter_answers_as_the_local_one_in_both_layouts() {

@@ -2,12 +2,9 @@
 //! (hash tags put each shard, and whatever one command touches, in one slot), and it answers
 //! as the local filter through the blocking and the async API, upload and download included.
 
-#[path = "common/server.rs"]
-mod server;
-
 use seen::{AtomicBloomFilter, Layout};
 use seen_redis::{Server, SharedBloomFilter};
-use server::RedisCluster;
+use seen_test_server::RedisCluster;
 
 #[test]
 fn a_filter_on_a_cluster_spreads_its_shards_and_answers_as_the_local_one() {

@@ -5,8 +5,6 @@
 
 #[path = "common/items.rs"]
 mod items;
-#[path = "common/server.rs"]
-mod server;
 
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -14,7 +12,7 @@ use std::time::Duration;
 use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen_redis::{Error, Server, SharedBloomFilter};
-use server::RedisServer;
+use seen_test_server::RedisServer;
 
 /// How long a test waits for a batch on a quiet server to return before failing (a watchdog,
 /// far above what a batch takes on a loaded machine).

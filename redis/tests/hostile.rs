@@ -4,8 +4,6 @@
 
 #[path = "common/items.rs"]
 mod items;
-#[path = "common/server.rs"]
-mod server;
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -14,7 +12,7 @@ use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen::clock::ManualClock;
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
-use server::{RedisCluster, RedisServer};
+use seen_test_server::{self as server, RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

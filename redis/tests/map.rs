@@ -1,15 +1,12 @@
 //! The shared overwrite map against real servers: the local map's answers, exactly-once claims
 //! among threads and processes, forgets that never erase another message, typed errors.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::collections::HashSet;
 
 use seen::hash::{Hash128, ItemHasher};
 use seen::{MapSlot, OverwriteMap};
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap};
-use server::{RedisCluster, RedisServer, Workers};
+use seen_test_server::{self as server, RedisCluster, RedisServer, Workers};
 
 /// A fixed-seed generator (splitmix64), so that a failure replays.
 fn rng(mut state: u64) -> impl FnMut() -> u64 {

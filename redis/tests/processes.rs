@@ -1,11 +1,8 @@
 //! Several OS processes sharing one filter: the test binary runs itself again as workers
-//! (`common::server::worker`), each with its own connections, and the parent checks what they
+//! (`seen_test_server::worker`), each with its own connections, and the parent checks what they
 //! printed. Every promise made across processes is tested here with real processes: exactly
 //! one "new" per key among racing processes, acknowledged inserts surviving a client killed
 //! mid-batch, and a second process opening a filter another one uploaded.
-
-#[path = "common/server.rs"]
-mod server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Output, Stdio};
@@ -14,7 +11,7 @@ use std::time::Duration;
 
 use seen::{AtomicBloomFilter, Layout};
 use seen_redis::{Server, SharedBloomFilter, SharedWindowedFilter};
-use server::{RedisServer, WORKER, Workers};
+use seen_test_server::{self as server, RedisServer, WORKER, Workers};
 
 /// How long the parent waits for a worker's line before failing (a loaded CI machine).
 const LINE_LIMIT: Duration = Duration::from_secs(60);

@@ -2,9 +2,6 @@
 //! `WindowedBloomFilter` (aligned rotation), on a manual clock so that no test waits for time
 //! to pass; exactly-once inserts across a period boundary; generation keys that expire.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -12,7 +9,7 @@ use seen::WindowedBloomFilter;
 use seen::clock::ManualClock;
 use seen::{Layout, hash::ItemHasher};
 use seen_redis::{Error, Server, SharedWindowedFilter};
-use server::{RedisCluster, RedisServer};
+use seen_test_server::{RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -1,9 +1,14 @@
-//! Real servers for the tests: `redis-server` started in a temporary directory, on a Unix
-//! socket (one server) or free loopback ports (a cluster), and killed when dropped. No mock
-//! stands in for a server anywhere. Shared with the command's tests (`#[path]`).
+//! Real servers for the tests of `seen`'s shared structures (package `seen-dedup-redis`), of
+//! the command's `--redis` (`cli/tests/redis.rs`) and for the Redis bench (`benches/redis.rs`):
+//! a server started in a temporary directory, on a Unix socket (one server) or free loopback
+//! ports (a cluster), and killed when dropped. No mock stands in for a server anywhere. A
+//! workspace crate of its own, never published: a dev-dependency of the packages that use it.
 //!
-//! `.ci/run` installs `redis-server` when it is missing; a test that cannot start it fails,
-//! saying so (never skips).
+//! The server is `redis-server` on the `PATH`, or the binary that [`SERVER_VAR`] names (Valkey's
+//! `valkey-server`: `scripts/valkey` fetches one); a cluster is created with `redis-cli`, or the
+//! binary that [`CLI_VAR`] names. `.ci/run` installs `redis-server` when it is missing and runs
+//! the shared structures' tests once more with Valkey; a test that cannot start its server
+//! fails, saying so (never skips).
 //!
 //! Tests choose their interleavings here too: a write is held with [`RedisServer::pause_writes`]
 //! (an hour: it never ends by itself while a test runs) and the test waits for the held client
@@ -13,8 +18,7 @@
 //! exists (a fresh server answering `PING`, a cluster's state, a client held by a pause), each
 //! with a generous deadline.
 
-#![allow(dead_code, unreachable_pub)]
-
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,7 +27,7 @@ use std::time::{Duration, Instant};
 /// How long a server may take to accept connections after it starts (a loaded CI machine),
 /// and how long a test waits for a server-side condition it set up (a client held by a pause,
 /// a worker process ready).
-const START_LIMIT: Duration = Duration::from_secs(60);
+pub const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// How long a test's `CLIENT PAUSE` lasts: far longer than any of its waits, so that the pause
 /// never ends by itself while the test runs (the test ends it, with [`RedisServer::unpause`]
@@ -32,10 +36,48 @@ pub const PAUSE: Duration = Duration::from_secs(3600);
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// The environment variable that names the server binary the tests start: a name looked up on
+/// the `PATH` (`valkey-server`), or an absolute path (`scripts/valkey` prints one). A relative
+/// path is taken from the test's working directory, which `cargo test` sets to the package's
+/// folder. Unset or empty: `redis-server`.
+pub const SERVER_VAR: &str = "SEEN_TEST_SERVER";
+
+/// The environment variable that names the command-line client that creates a cluster
+/// (`--cluster create`): Valkey's `valkey-cli` goes with `valkey-server`. Unset or empty:
+/// `redis-cli`.
+pub const CLI_VAR: &str = "SEEN_TEST_CLI";
+
+/// The server binary the tests start: [`SERVER_VAR`]'s value, or `redis-server`.
+pub fn server_binary() -> OsString {
+    binary(SERVER_VAR, "redis-server")
+}
+
+/// The client that creates a cluster: [`CLI_VAR`]'s value, or `redis-cli`.
+pub fn cli_binary() -> OsString {
+    binary(CLI_VAR, "redis-cli")
+}
+
+fn binary(var: &str, default: &str) -> OsString {
+    std::env::var_os(var)
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| default.into())
+}
+
+/// The server binary, for messages: its name, and the variable that chose it if one did.
+fn server_name() -> String {
+    let binary = server_binary();
+    match std::env::var_os(SERVER_VAR).filter(|value| !value.is_empty()) {
+        Some(_) => format!("{} ({SERVER_VAR})", binary.to_string_lossy()),
+        None => binary.to_string_lossy().into_owned(),
+    }
+}
+
 /// A directory of its own under the system's temporary directory, removed on drop.
+#[derive(Debug)]
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// A new, empty directory whose name holds `what`, this process's id and a counter.
     pub fn new(what: &str) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "seen-redis-{what}-{}-{}",
@@ -47,6 +89,7 @@ impl TempDir {
         Self(dir)
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -58,7 +101,8 @@ impl Drop for TempDir {
     }
 }
 
-/// One `redis-server` on a Unix socket in its own directory, killed on drop.
+/// One server ([`server_binary`]) on a Unix socket in its own directory, killed on drop.
+#[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
     dir: TempDir,
@@ -97,7 +141,7 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.arg("--port")
             .arg("0")
             .arg("--unixsocket")
@@ -115,12 +159,16 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start redis-server ({e}): install it (.ci/run does: apt-get install redis-server)")
+            panic!(
+                "cannot start {} ({e}): install redis-server (.ci/run does: apt-get install \
+                 redis-server), or name another server in {SERVER_VAR}",
+                server_name()
+            )
         });
         let url = self.url();
         let log = self.dir.path().join("redis.log");
         if let Err(log) = wait_started(&mut child, || ping(&url), &log) {
-            panic!("redis-server exited at start; log:\n{log}");
+            panic!("{} exited at start; log:\n{log}", server_name());
         }
         self.child = Some(child);
     }
@@ -239,7 +287,7 @@ fn wait_started(
             }
             _ => ready(),
         },
-        "redis-server to accept connections",
+        "the server to accept connections",
     );
     if let Err(e) = waited {
         let _ = child.kill();
@@ -278,12 +326,15 @@ fn process_id(url: &str) -> Option<u32> {
 
 /// A local Redis Cluster of `n` primaries (no replicas) on loopback ports, every slot assigned,
 /// killed on drop.
+#[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<(u16, Child)>,
     dir: TempDir,
 }
 
 impl RedisCluster {
+    /// Starts `n` nodes ([`server_binary`]), assigns every slot with [`cli_binary`]'s
+    /// `--cluster create`, and waits until every node reports `cluster_state:ok`.
     pub fn start(n: usize) -> Self {
         // Built node by node, so that a node failing to start kills the ones started before.
         let mut cluster = Self {
@@ -294,8 +345,10 @@ impl RedisCluster {
             let node = Self::start_node(&cluster.dir.path().join(format!("node{i}")));
             cluster.nodes.push(node);
         }
-        // Assign the slots: redis-cli ships with the server (package redis-tools).
-        let out = Command::new("redis-cli")
+        // Assign the slots: redis-cli ships with the server (package redis-tools; Valkey's
+        // valkey-cli in valkey-tools).
+        let cli = cli_binary();
+        let out = Command::new(&cli)
             .arg("--cluster")
             .arg("create")
             .args(cluster.nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")))
@@ -303,10 +356,17 @@ impl RedisCluster {
             .arg("0")
             .arg("--cluster-yes")
             .output()
-            .expect("redis-cli (installed with redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {} ({e}): installed with redis-server, or name another in \
+                     {CLI_VAR}",
+                    cli.to_string_lossy()
+                )
+            });
         assert!(
             out.status.success(),
-            "redis-cli --cluster create failed:\n{}{}",
+            "{} --cluster create failed:\n{}{}",
+            cli.to_string_lossy(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -335,7 +395,7 @@ impl RedisCluster {
             std::fs::create_dir_all(node_dir).unwrap();
             let port = free_port();
             let log = node_dir.join("redis.log");
-            let mut child = Command::new("redis-server")
+            let mut child = Command::new(server_binary())
                 .arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
@@ -356,7 +416,7 @@ impl RedisCluster {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot start redis-server ({e})"));
+                .unwrap_or_else(|e| panic!("cannot start {} ({e})", server_name()));
             let url = format!("redis://127.0.0.1:{port}");
             let id = child.id();
             match wait_started(&mut child, || process_id(&url) == Some(id), &log) {
@@ -410,6 +470,7 @@ impl Drop for RedisCluster {
 
 /// Worker processes, killed on drop: a test that fails while they run leaves none behind
 /// (one blocked on a start token, for instance).
+#[derive(Debug)]
 pub struct Workers(Vec<Child>);
 
 impl Workers {
@@ -424,8 +485,14 @@ impl Workers {
         workers
     }
 
+    /// How many workers are left (not yet waited for by [`outputs`](Self::outputs)).
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether no worker is left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Worker `i`, to take its pipes.

@@ -7,14 +7,11 @@
 //! what a test asserts after the wait is decided by the server's time, never by how fast a
 //! thread ran.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
 use seen_redis::{Server, SharedOverwriteMap};
-use server::{RedisServer, WORKER, Workers};
+use seen_test_server::{self as server, RedisServer, WORKER, Workers};
 
 /// How long the parent waits for a worker's line, or for the server's clock to pass a lease.
 const LIMIT: Duration = Duration::from_secs(60);

@@ -5,15 +5,13 @@
 
 #[path = "common/items.rs"]
 mod items;
-#[path = "common/server.rs"]
-mod server;
 
 use std::time::Duration;
 
 use items::{count_hits, count_new, keys};
 use seen::clock::ManualClock;
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
-use server::RedisServer;
+use seen_test_server::RedisServer;
 
 const HOUR: Duration = Duration::from_secs(3600);
 

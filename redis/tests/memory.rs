@@ -4,15 +4,12 @@
 //! of `REQUEST_ITEMS` items. Each case runs in a worker process of its own, which reports the
 //! growth of its peak resident memory (`VmHWM`) over the call.
 
-#[path = "common/server.rs"]
-mod server;
-
 use std::io::Write;
 use std::time::Duration;
 
 use seen::clock::ManualClock;
 use seen_redis::{Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
-use server::{RedisServer, WORKER, Workers};
+use seen_test_server::{self as server, RedisServer, WORKER, Workers};
 
 const ITEMS: u64 = 1_000_000;
 

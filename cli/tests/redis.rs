@@ -493,10 +493,28 @@ fn at_once(url: &str, name: &str, more: &[&str], parts: Vec<(Vec<u8>, &str)>) ->
 /// The shared window's keys on the server: `seen:{NAME:S}:gG`, every shard and generation.
 fn generation_keys(server: &RedisServer, name: &str) -> Vec<String> {
     let mut conn = server.client();
-    redis::cmd("KEYS")
+    let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("seen:{{{name}:*}}:g*"))
         .query(&mut conn)
-        .unwrap()
+        .unwrap();
+    // Not the shards' ledgers (`:gens`).
+    keys.into_iter().filter(|k| !k.ends_with(":gens")).collect()
+}
+
+/// Deletes generation keys as their expiry would: the end of each one's life in its shard's
+/// ledger (`seen:{NAME:S}:gens`, field `G`) is moved to the past too, so that the filter
+/// finds them expired, not lost.
+fn expire(conn: &mut redis::Connection, keys: &[String]) {
+    for key in keys {
+        let (shard, generation) = key.rsplit_once(":g").unwrap();
+        let _: i64 = redis::cmd("HSET")
+            .arg(format!("{shard}:gens"))
+            .arg(generation)
+            .arg(1)
+            .query(conn)
+            .unwrap();
+    }
+    let _: i64 = redis::cmd("DEL").arg(keys).query(conn).unwrap();
 }
 
 /// `--window` with `--redis`: two runs fed overlapping parts of one stream at once (one on one
@@ -564,9 +582,17 @@ fn windowed_runs_share_one_window_on_the_server() {
     let out = dedup(&url, "window", &window, &input);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "");
-    // The window forgets a generation when its key goes (the test deletes it, as its expiry
-    // would): every key is new again.
-    let _: i64 = redis::cmd("DEL").arg(&keys).query(&mut conn).unwrap();
+    // A generation deleted before its time (an eviction, a FLUSHALL, a DEL) is lost, not
+    // empty: the run says so and prints nothing.
+    let _: i64 = redis::cmd("DEL").arg(&keys[0]).query(&mut conn).unwrap();
+    let out = dedup(&url, "window", &window, &input);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("lost") && err.contains(&keys[0]), "{err}");
+    assert_eq!(text(&out.stdout), "");
+    // The window forgets a generation when its key expires (the test deletes the keys and
+    // moves their ends to the past, as the clock would): every key is new again.
+    expire(&mut conn, &keys);
     let out = dedup(&url, "window", &window, &input);
     assert_eq!(text(&out.stdout), text(&distinct));
 }
@@ -771,7 +797,7 @@ fn a_name_of_another_kind_or_an_odd_url_is_refused_plainly() {
     let url = server.url();
     let _: () = redis::cmd("SET")
         .arg("seen:{inbox}:meta")
-        .arg("seen-redis/1\nkind=map\nbuckets=1000\nshards=1\nhasher=x\nseed=0\n")
+        .arg("seen-redis/2\nkind=map\nbuckets=1000\nshards=1\nhasher=x\nseed=0\n")
         .query(&mut server.client())
         .unwrap();
     let out = dedup(&url, "inbox", &[], b"a\n");

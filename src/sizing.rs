@@ -40,8 +40,8 @@ mod blocked;
 mod growing;
 mod window;
 
+pub(crate) use blocked::FILE_RATE_SLACK;
 pub use blocked::{BlockedSizing, blocked};
-pub(crate) use blocked::{FILE_RATE_SLACK, per_item_fill};
 pub(crate) use growing::OVERSHOOT_DIVISOR;
 pub use growing::{DEFAULT_EXPANSION, DEFAULT_TIGHTENING, GrowingSizing, MAX_LAYERS};
 pub use window::{MAX_GENERATIONS, WindowSizing, window};

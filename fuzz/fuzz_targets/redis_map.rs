@@ -1,5 +1,5 @@
 //! `SharedOverwriteMap` on a server that answers anything (`seen_redis::fuzzing::server`): a
-//! create, then lookups, inserts, forgets, claims (committed, or dropped: a forget) and an
+//! create, then lookups, inserts, forgets, claims (committed, or dropped: a release) and an
 //! open, on the replies of the input ([`seen_fuzz::Session`]).
 //!
 //! Properties: no panic; an answer only from well-formed replies (a malformed one is an
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
                 let item = u64::from(session.items[0]);
                 if let Some(Some(claim)) = answered(&server, map.claim(&item)) {
                     if op % 6 == 3 {
-                        claim.commit();
+                        answered(&server, claim.commit());
                     } else {
                         // Dropped uncommitted: a forget, whose errors the drop ignores.
                         drop(claim);

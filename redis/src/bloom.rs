@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use redis::{Cmd, Value};
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::sizing::{BlockedSizing, blocked};
-use seen::{AtomicBloomFilter, BlockBits, Layout};
+use seen::{AtomicBloomFilter, BlockBits, BloomInfo, Layout};
 
 use crate::guard;
 use crate::meta::{self, IfExists, Meta};
@@ -443,6 +443,85 @@ impl SharedBloomFilter {
     /// The sizing: capacity, rate, layout, bits, `k`; the same as a local filter's.
     pub fn sizing(&self) -> BlockedSizing {
         self.sizing
+    }
+
+    /// The number of distinct items the filter is sized for.
+    pub fn capacity(&self) -> u64 {
+        self.sizing.capacity
+    }
+
+    /// The target false-positive rate at capacity.
+    pub fn fpr(&self) -> f64 {
+        self.sizing.fpr
+    }
+
+    /// The request that counts the bits set of every shard (`BITCOUNT` of its bits, not its
+    /// guard), each followed by the read of its guard: a guard there after the count means the
+    /// shard was there during it (a lost shard is never made again with its guard).
+    fn count_batch(&self) -> Batch {
+        let mut batch = Batch::default();
+        for (s, key) in self.keys.iter().enumerate() {
+            let k = batch.key(key);
+            let guard = self.guard_byte(s);
+            let mut count = redis::cmd("BITCOUNT");
+            count.arg(key).arg(0).arg(guard - 1);
+            batch.push(k, count);
+            let mut get = redis::cmd("GETRANGE");
+            get.arg(key).arg(guard).arg(guard);
+            batch.push(k, get);
+        }
+        batch
+    }
+
+    /// What the filter is and holds ([`BloomInfo`], as the local filter's `info()`), from the
+    /// bits set on the server: one request, a `BITCOUNT` per shard (it reads every byte of the
+    /// shard on the server: call it for monitoring, not per item).
+    fn after_count(&self, replies: &[Value]) -> Result<BloomInfo, Error> {
+        let mut set = 0u64;
+        for (s, pair) in replies.chunks(2).enumerate() {
+            let key = &self.keys[s];
+            match pair.get(1) {
+                Some(Value::BulkString(b)) if b[..] == [1] => {}
+                _ => {
+                    return Err(Error::Missing {
+                        name: self.name.clone(),
+                        key: key.clone(),
+                    });
+                }
+            }
+            match pair.first() {
+                Some(Value::Int(n)) if *n >= 0 => set += *n as u64,
+                other => {
+                    return Err(Error::corrupt(key, format!("BITCOUNT answered {other:?}")));
+                }
+            }
+        }
+        Ok(BloomInfo::from_bits_set(
+            "SharedBloomFilter",
+            &self.sizing,
+            set,
+        ))
+    }
+
+    /// What the filter is and holds: capacity, rate, layout, bytes, and the distinct items
+    /// and false-positive rate estimated from its bits set ([`BloomInfo`], as the local
+    /// filter's `info()`; `Display` for a log line). One round trip; the server counts every
+    /// byte of the filter (`BITCOUNT`): for monitoring, not per item.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] if a shard is lost; the server's errors.
+    pub fn info(&self) -> Result<BloomInfo, Error> {
+        self.after_count(&self.server.run(&self.count_batch())?)
+    }
+
+    /// [`info`](Self::info), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`info`](Self::info).
+    pub async fn info_async(&self) -> Result<BloomInfo, Error> {
+        self.after_count(&self.server.run_async(&self.count_batch()).await?)
     }
 
     /// The hasher: the local filters' default [`StableHasher`], with the filter's seed.

@@ -229,3 +229,50 @@ fn an_expired_generation_is_empty_not_missing() {
     assert_eq!(filter.contains_many(&items, &mut hits).unwrap(), 0);
     assert_eq!(filter.insert_many(&items, &mut new).unwrap(), 100);
 }
+
+/// `info()` counts the bits on the server (one request) and estimates as the local filter
+/// does; a lost shard or generation is `Missing` there too, never an empty filter's info.
+#[test]
+fn info_estimates_from_the_servers_bits_and_a_lost_shard_is_missing() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let filter = SharedBloomFilter::builder("info", 100_000)
+        .shards(3)
+        .create(&server)
+        .unwrap();
+    let items = keys("item", 50_000);
+    count_new(&filter, &items).unwrap();
+    let info = filter.info().unwrap();
+    let local = filter.download().unwrap().info();
+    assert_eq!(info.estimated_len, local.estimated_len);
+    assert_eq!((info.capacity, info.fpr), (filter.capacity(), filter.fpr()));
+    assert!((49_000..51_000).contains(&info.estimated_len), "{info}");
+    assert!(info.estimated_fpr < info.fpr, "{info}");
+    assert_eq!(del(&redis, &[filter.keys()[2].clone()]), 1);
+    assert_missing("info", filter.info());
+
+    let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
+    let window = SharedWindowedFilter::builder("info-window", 10_000)
+        .periods(2)
+        .period(HOUR)
+        .shards(2)
+        .clock(clock.clone())
+        .create(&server)
+        .unwrap();
+    let mut new = Vec::new();
+    window.insert_many(&keys("first", 5_000), &mut new).unwrap();
+    let g = window.generation().unwrap();
+    clock.advance(HOUR);
+    window
+        .insert_many(&keys("second", 3_000), &mut new)
+        .unwrap();
+    let info = window.info().unwrap();
+    assert_eq!((info.layers, info.capacity), (3, 30_000));
+    assert!((7_700..8_300).contains(&info.estimated_len), "{info}");
+    let current = window.generation_info(g + 1).unwrap();
+    assert!((2_850..3_150).contains(&current.estimated_len), "{current}");
+    assert_eq!(window.generation_info(g + 2).unwrap().estimated_len, 0);
+    assert_eq!(del(&redis, &[window.key(1, g)]), 1);
+    assert_missing("window info", window.info());
+    assert_missing("generation info", window.generation_info(g));
+}

@@ -145,14 +145,7 @@ impl fmt::Display for BloomInfo {
 /// of a filter of this sizing: `-blocks · ln(1 - X/m) / (1 - (1 - 1/B)^k)`, `u64::MAX` when
 /// every bit is set.
 pub(crate) fn estimated_len(words: impl Iterator<Item = u64>, sizing: &BlockedSizing) -> u64 {
-    let m = sizing.bits as f64;
-    let set = words.map(|w| u64::from(w.count_ones())).sum::<u64>() as f64;
-    if set >= m {
-        return u64::MAX;
-    }
-    // The expected fraction of a block's bits one item sets.
-    let per_item = crate::sizing::per_item_fill(f64::from(sizing.hashes), sizing.layout);
-    (-(sizing.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
+    sizing.estimated_len(words.map(|w| u64::from(w.count_ones())).sum())
 }
 
 /// [`AtomicBloomFilter::estimated_fpr`](crate::AtomicBloomFilter::estimated_fpr) of the words
@@ -194,6 +187,48 @@ pub(crate) fn single<I: Iterator<Item = u64>>(
         estimated_len: estimated_len(words(), sizing),
         estimated_fpr: estimated_fpr(words(), sizing),
         expansion: None,
+    }
+}
+
+impl BloomInfo {
+    /// The info of a filter of `sizing` kept elsewhere (a server), from the count of its bits
+    /// set: [`estimated_len`](BlockedSizing::estimated_len) of the count, and the rate
+    /// [`fpr_at`](BlockedSizing::fpr_at) that many items (the model's, where a local filter
+    /// averages its blocks' own fills). The fields are public: a structure of several
+    /// layers or generations sets its own totals.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use seen::BloomInfo;
+    /// let f = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
+    /// f.insert_counting_new(&(0..50_000u64).collect::<Vec<_>>());
+    /// let mut words = vec![0u64; (f.sizing().bits / 64) as usize];
+    /// f.read_words(0, &mut words)?;
+    /// let set: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
+    /// let info = BloomInfo::from_bits_set("SharedBloomFilter", &f.sizing(), set);
+    /// assert_eq!(info.estimated_len, f.estimated_len());
+    /// assert!((info.estimated_fpr / f.estimated_fpr() - 1.0).abs() < 0.2);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn from_bits_set(structure: &'static str, sizing: &BlockedSizing, bits_set: u64) -> Self {
+        let estimated_len = sizing.estimated_len(bits_set);
+        BloomInfo {
+            structure,
+            layout: sizing.layout,
+            capacity: sizing.capacity,
+            fpr: sizing.fpr,
+            bytes: sizing.bytes(),
+            layers: 1,
+            sampled_new_items: None,
+            estimated_len,
+            estimated_fpr: if estimated_len == u64::MAX {
+                1.0
+            } else {
+                sizing.fpr_at(estimated_len)
+            },
+            expansion: None,
+        }
     }
 }
 

@@ -42,6 +42,56 @@ impl BlockedSizing {
         self.bits as f64 / self.capacity as f64
     }
 
+    /// The distinct items a filter of this sizing holds when `bits_set` of its bits are set
+    /// (the inverse of the expected fill: `-blocks · ln(1 - X/m) / f`, `f` the expected
+    /// fraction of a block's bits one item sets); `u64::MAX` when every bit is set. What
+    /// [`AtomicBloomFilter::estimated_len`](crate::AtomicBloomFilter::estimated_len) computes
+    /// from its words, for a filter whose bits are counted elsewhere (a server's `BITCOUNT`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let f = seen::AtomicBloomFilter::with_capacity(100_000, 0.01)?;
+    /// f.insert_counting_new(&(0..50_000u64).collect::<Vec<_>>());
+    /// let mut words = vec![0u64; (f.sizing().bits / 64) as usize];
+    /// f.read_words(0, &mut words)?;
+    /// let set: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
+    /// assert_eq!(f.sizing().estimated_len(set), f.estimated_len());
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn estimated_len(&self, bits_set: u64) -> u64 {
+        let m = self.bits as f64;
+        let set = bits_set as f64;
+        if set >= m {
+            return u64::MAX;
+        }
+        let per_item = per_item_fill(f64::from(self.hashes), self.layout);
+        (-(self.blocks as f64) * (-set / m).ln_1p() / per_item).round() as u64
+    }
+
+    /// The expected false-positive rate of a filter of this sizing holding `items` distinct
+    /// items, by the exact model [`blocked`] sizes with (at `capacity` items, at most `0.97 ·
+    /// fpr`); 1 for a saturated filter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = seen::sizing::blocked(1_000_000, 0.01, seen::Layout::Word)?;
+    /// assert!(s.fpr_at(s.capacity) <= 0.97 * 0.01);
+    /// assert!(s.fpr_at(2 * s.capacity) > 0.05);
+    /// assert_eq!(s.fpr_at(0), 0.0);
+    /// # Ok::<(), seen::Error>(())
+    /// ```
+    pub fn fpr_at(&self, items: u64) -> f64 {
+        if items == 0 {
+            return 0.0;
+        }
+        if self.blocks == 0 {
+            return 1.0;
+        }
+        expected_fpr(self.layout, self.hashes, items as f64 / self.blocks as f64).min(1.0)
+    }
+
     /// The number of 64-byte cache lines the bits take.
     pub(crate) fn lines(&self) -> usize {
         // The sizing refuses more bits than this machine addresses (`max_bits`).

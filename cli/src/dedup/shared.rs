@@ -35,9 +35,10 @@ use super::filter::{build_failure, capacity_for, generations};
 use crate::Failure;
 use crate::units::format_duration;
 
-/// How often, at most, a run measures the shared filter's fill for the overfill warning:
-/// `BITCOUNT` reads every byte of the filter on the server (a few milliseconds for the 26 MiB
-/// of the default --capacity and --fpr), and other runs fill it too.
+/// How often, at most, a run measures the shared filter's fill for the overfill warning: the
+/// library's `info()` counts every byte of the filter on the server (`BITCOUNT`: a few
+/// milliseconds for the 26 MiB of the default --capacity and --fpr), and other runs fill it
+/// too.
 const MEASURE_EVERY: Duration = Duration::from_secs(10);
 
 /// The shared layout: the line layout, as the local `--fixed` filter's, for half the server
@@ -143,16 +144,14 @@ pub(super) struct Shared {
     structure: Structure,
     /// What `--redis` named (for messages).
     at: String,
-    /// For `BITCOUNT`: the URLs, and a connection kept between measures.
-    urls: Vec<String>,
+    /// When the fill was last measured, and which generation.
     probe: Mutex<Probe>,
 }
 
-/// The connection that measures the fill, when it last did, and which generation (a windowed
-/// filter's: a new one is measured at once, since other runs may have filled it).
+/// When the fill was last measured, and which generation (a windowed filter's: a new one is
+/// measured at once, since other runs may have filled it).
 #[derive(Default)]
 struct Probe {
-    conn: Option<Box<dyn redis::ConnectionLike + Send>>,
     last: Option<Instant>,
     generation: u64,
 }
@@ -226,7 +225,6 @@ impl Shared {
         Ok(Self {
             structure,
             at,
-            urls: args.redis.clone(),
             probe: Mutex::new(Probe::default()),
         })
     }
@@ -353,55 +351,13 @@ impl Shared {
         }
         probe.last = Some(Instant::now());
         probe.generation = generation;
-        let set = self.bits_set(&mut probe, generation);
-        if set.is_none() {
-            probe.conn = None;
-        }
-        Some(estimated_len(set?, &self.sizing()))
-    }
-
-    /// The keys that hold the bits counted: a Bloom filter's, a windowed filter's generation
-    /// `generation` (one a shard; a generation not written yet is no key, and counts 0).
-    fn measured_keys(&self, generation: u64) -> Vec<String> {
-        match &self.structure {
-            Structure::Bloom(f) => f.keys().to_vec(),
-            Structure::Windowed { filter, .. } => (0..filter.shards())
-                .map(|s| filter.key(s, generation))
-                .collect(),
-        }
-    }
-
-    /// The bits set in the filter's keys (`BITCOUNT`, one a key; a windowed filter's of
-    /// `generation`).
-    fn bits_set(&self, probe: &mut Probe, generation: u64) -> Option<u64> {
-        if probe.conn.is_none() {
-            probe.conn = Some(match self.urls.as_slice() {
-                [url] => {
-                    let conn = redis::Client::open(url.as_str())
-                        .ok()?
-                        .get_connection_with_timeout(seen_redis::DEFAULT_TIMEOUT)
-                        .ok()?;
-                    conn.set_read_timeout(Some(seen_redis::DEFAULT_TIMEOUT))
-                        .ok()?;
-                    Box::new(conn)
-                }
-                nodes => Box::new(
-                    redis::cluster::ClusterClient::new(nodes.to_vec())
-                        .ok()?
-                        .get_connection()
-                        .ok()?,
-                ),
-            });
-        }
-        let conn = probe.conn.as_mut()?;
-        let mut set = 0u64;
-        for key in self.measured_keys(generation) {
-            set += redis::cmd("BITCOUNT")
-                .arg(key)
-                .query::<u64>(&mut **conn)
-                .ok()?;
-        }
-        Some(set)
+        // The library's count (`BITCOUNT` on the server, one request); a failure only skips
+        // the warning: the next insert reports a server that is gone.
+        let info = match &self.structure {
+            Structure::Bloom(f) => f.info(),
+            Structure::Windowed { filter, .. } => filter.generation_info(generation),
+        };
+        info.ok().map(|info| info.estimated_len)
     }
 
     /// One line for `--stats`.
@@ -510,51 +466,5 @@ fn cluster_hint(e: &Error) -> &'static str {
              nodes)"
         }
         _ => "",
-    }
-}
-
-/// The keys a filter of `sizing` holds with `set` of its bits set: the library's estimate
-/// (`AtomicBloomFilter::estimated_len`), `-blocks · ln(1 - X/m) / (1 - (1 - 1/B)^k)`; `u64::MAX`
-/// when every bit is set.
-fn estimated_len(set: u64, sizing: &BlockedSizing) -> u64 {
-    let m = sizing.bits as f64;
-    if set as f64 >= m {
-        return u64::MAX;
-    }
-    let b = f64::from(sizing.layout.block_bits());
-    let per_item = -(f64::from(sizing.hashes) * (-1.0 / b).ln_1p()).exp_m1();
-    (-(sizing.blocks as f64) * (-(set as f64) / m).ln_1p() / per_item).round() as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The estimate from a count of bits is the library's from the words that hold them, in
-    /// the shared Bloom filter's layout and the shared window's.
-    #[test]
-    fn the_fill_estimate_is_the_librarys() {
-        for layout in [LAYOUT, WINDOW_LAYOUT] {
-            fill_estimate_in(layout);
-        }
-    }
-
-    fn fill_estimate_in(layout: Layout) {
-        let local = seen::AtomicBloomFilter::builder(20_000)
-            .fpr(1e-3)
-            .layout(layout)
-            .build()
-            .unwrap();
-        for i in 0..15_000u64 {
-            local.insert(&i);
-        }
-        let sizing = local.sizing();
-        let mut words = vec![0u64; (sizing.bits / 64) as usize];
-        local.read_words(0, &mut words).unwrap();
-        let set = words.iter().map(|w| u64::from(w.count_ones())).sum();
-        assert_eq!(estimated_len(set, &sizing), local.estimated_len());
-        let n = estimated_len(set, &sizing);
-        assert!((14_000..16_000).contains(&n), "{n}");
-        assert_eq!(estimated_len(sizing.bits, &sizing), u64::MAX);
     }
 }

@@ -7,72 +7,31 @@
 //! [`SharedOverwriteMap`]'s docs (public, unlike this module).
 
 use std::hash::Hash;
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::Value;
+use seen::OverwriteMap;
 use seen::builder::MapSize;
 use seen::hash::{Hash128, ItemHasher, StableHasher};
-use seen::{MapSlot, OverwriteMap};
 
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
-use crate::meta::{self, IfExists, Meta};
-use crate::script::Lua;
+use crate::meta::{self, Meta};
 use crate::server::Batch;
 use crate::{Error, Server, names};
 
+mod builder;
 mod claim;
+mod protocol;
 
+pub use builder::SharedMapBuilder;
+use builder::describe;
 pub use claim::SharedClaim;
-
-/// At most this many `SET`s or `GET`s of slots in one `BITFIELD` (as for the Bloom filter: the
-/// server parses a command's arguments before running it).
-const MAX_FIELDS: usize = 512;
 
 /// The most slots in one shard: its bytes and the guard byte after them must stay below the
 /// server's 512 MiB (bit offsets below 2^32).
-const MAX_SHARD_SLOTS: u64 = MAX_SHARD_BYTES / 8 - 1;
+pub(crate) const MAX_SHARD_SLOTS: u64 = MAX_SHARD_BYTES / 8 - 1;
 
 /// The slots a shard is cut to unless the caller asks for more shards.
-const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
-
-/// The compare-and-clear. Every value is a string: offsets are below 2^29 (exact in Lua's
-/// doubles), and the fingerprint is compared as its 8 bytes, never as a number.
-static FORGET: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(
-        "forget",
-        r"-- KEYS[1]: a shard. ARGV[1]: the slot's first byte; ARGV[2]: the fingerprint,
--- 8 bytes big-endian; ARGV[3]: the guard byte's offset.
--- Returns 1 if the slot held the fingerprint (now cleared), 0 if not, -1 if the shard is gone.
-if redis.call('GETRANGE', KEYS[1], ARGV[3], ARGV[3]) ~= '\1' then return -1 end
-local at = tonumber(ARGV[1])
-if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
-redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
-return 1",
-    )
-});
-
-/// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard
-/// byte set, and the leases hash with its guard field, in one atomic step. A shard that has
-/// its guard, and leases that have theirs, are kept (a racing creator made them).
-static CREATE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(
-        "map create",
-        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard byte's offset.
-local made = 0
-if redis.call('GETRANGE', KEYS[1], ARGV[1], ARGV[1]) ~= '\1' then
-  redis.call('DEL', KEYS[1])
-  redis.call('SETRANGE', KEYS[1], ARGV[1], '\1')
-  made = 1
-end
-if redis.call('HGET', KEYS[2], 'guard') ~= '1' then
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'guard', '1')
-  made = 1
-end
-return made",
-    )
-});
+pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 
 /// An [`OverwriteMap`] that every process and machine that opens it by name shares, with its
 /// at-least-once claims: the local map's slots and fingerprints, kept in a Redis or Valkey
@@ -214,157 +173,6 @@ impl std::fmt::Debug for SharedOverwriteMap {
     }
 }
 
-/// The parameters of a [`SharedOverwriteMap`] to create: [`SharedOverwriteMap::builder`].
-#[derive(Clone, Debug)]
-pub struct SharedMapBuilder {
-    name: String,
-    size: MapSize,
-    shards: Option<u32>,
-    seed: u64,
-    lease: Duration,
-}
-
-impl SharedMapBuilder {
-    /// The number of string keys the slots are cut into (default: one per 64 MiB of slots, at
-    /// least one). More shards spread a map over a cluster's nodes. Raised if a shard would pass
-    /// 512 MiB, lowered to 16,384 (a cluster's slots) and to the bucket count.
-    pub fn shards(mut self, shards: u32) -> Self {
-        self.shards = Some(shards.max(1));
-        self
-    }
-
-    /// The hasher's seed (default 0, the seed of the local maps' default hasher).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// The bucket count, the shard count and the description this builder asks for.
-    fn plan(&self) -> Result<(u64, u32, Meta), Error> {
-        let buckets = self.size.buckets()?;
-        if buckets == 0 {
-            return Err(seen::Error::ZeroBuckets.into());
-        }
-        let least = buckets.div_ceil(MAX_SHARD_SLOTS);
-        let asked = match self.shards {
-            Some(asked) => u64::from(asked),
-            None => buckets.div_ceil(DEFAULT_SHARD_SLOTS),
-        };
-        // No empty shard: as many shards as runs of `per` slots cover the buckets.
-        let shards = names::shard_count(
-            asked,
-            least,
-            buckets,
-            "buckets",
-            names::MAX_SHARDS * MAX_SHARD_SLOTS,
-        )?;
-        Ok((buckets, shards, describe(buckets, shards, self.seed)))
-    }
-
-    /// How long a claim holds its item unless committed or renewed (default
-    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE)): see [`SharedClaim`]. A setting of this
-    /// handle, not of the map: each consumer picks its own.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Creates the map on `server`, every slot empty: each shard with its guard byte and its
-    /// leases, then the description (so that no process opens it before its shards are there).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Exists`] if a map of this name and these parameters exists (use
-    /// [`open_or_create`](Self::open_or_create) for the line every process of a service
-    /// runs); [`Error::Mismatch`] if the name holds a map with other parameters (naming the
-    /// first) or another kind of structure; [`Error::Local`] for a size the library refuses (0
-    /// buckets, a probability outside (0, 1)); [`Error::InvalidName`]; the server's errors.
-    pub fn create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        meta::create_with(
-            server,
-            &self.name,
-            &meta,
-            &map.create_batch(),
-            IfExists::Fail,
-        )?;
-        Ok(map)
-    }
-
-    /// Opens the map if one of this name and these parameters exists, else creates it: the
-    /// line every process of a service runs. A map whose shards were lost is opened, and
-    /// reports [`Error::Missing`] on every operation (destroy it and create it again to start
-    /// it empty).
-    ///
-    /// # Errors
-    ///
-    /// As [`create`](Self::create), except that an existing map is no error.
-    pub fn open_or_create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        meta::create_with(
-            server,
-            &self.name,
-            &meta,
-            &map.create_batch(),
-            IfExists::Open,
-        )?;
-        Ok(map)
-    }
-
-    /// [`create`](Self::create), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`create`](Self::create).
-    pub async fn create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        let batch = map.create_batch();
-        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Fail).await?;
-        Ok(map)
-    }
-
-    /// [`open_or_create`](Self::open_or_create), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`open_or_create`](Self::open_or_create).
-    pub async fn open_or_create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        let batch = map.create_batch();
-        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Open).await?;
-        Ok(map)
-    }
-
-    fn map(&self, server: &Server) -> Result<(SharedOverwriteMap, Meta), Error> {
-        let (buckets, shards, meta) = self.plan()?;
-        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed)
-            .with_lease(self.lease);
-        Ok((map, meta))
-    }
-}
-
-/// The description of a map.
-fn describe(buckets: u64, shards: u32, seed: u64) -> Meta {
-    let hasher = StableHasher::new().identity().map(|i| i.name().to_owned());
-    Meta::new("map")
-        .with("buckets", buckets)
-        .with("shards", shards)
-        .with("hasher", hasher.unwrap_or_default())
-        .with("seed", seed)
-}
-
-/// Where one item is on the server.
-#[derive(Clone, Copy)]
-struct Located {
-    shard: usize,
-    /// The slot's bit offset in its shard.
-    offset: u64,
-    fingerprint: u64,
-}
-
-/// Per item, where its answer is in the replies: (reply index, position in the reply).
-type Places = Vec<(usize, usize)>;
-
 impl SharedOverwriteMap {
     /// The parameters of a map called `name` to create: a bucket count (a plain `u64`) or a
     /// [`MapSize::Window`], as for the local [`OverwriteMap::builder`].
@@ -475,17 +283,6 @@ impl SharedOverwriteMap {
         self.lease
     }
 
-    /// The creation of every shard with its guard and its leases ([`CREATE`]).
-    fn create_batch(&self) -> Batch {
-        let mut batch = Batch::default();
-        for s in 0..self.keys.len() {
-            let k = batch.key(&self.keys[s]);
-            let guard = self.guard_byte(s).to_string().into_bytes();
-            batch.push_script(k, &CREATE, &[&self.keys[s], &self.leases[s]], &[guard]);
-        }
-        batch
-    }
-
     /// The map's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -517,120 +314,6 @@ impl SharedOverwriteMap {
         Ok(OverwriteMap::builder(self.buckets)
             .hasher(self.hasher)
             .build()?)
-    }
-
-    /// The number of slots in shard `s`.
-    fn shard_slots(&self, s: usize) -> u64 {
-        let first = s as u64 * self.slots_per_shard;
-        (self.buckets - first).min(self.slots_per_shard)
-    }
-
-    /// The offset of shard `s`'s guard byte, in bytes.
-    fn guard_byte(&self, s: usize) -> u64 {
-        self.shard_slots(s) * 8
-    }
-
-    fn locate(&self, hash: Hash128) -> Located {
-        let at = MapSlot::new(hash, self.buckets);
-        let shard = at.slot() / self.slots_per_shard;
-        Located {
-            shard: shard as usize,
-            offset: (at.slot() - shard * self.slots_per_shard) * 64,
-            fingerprint: at.fingerprint(),
-        }
-    }
-
-    /// One `BITFIELD` (`write`) or `BITFIELD_RO` per shard touched and 512 items, each reading
-    /// the guard first; per item, where its slot's value is in the replies.
-    fn batch(&self, items: &[Located], write: bool) -> (Batch, Places) {
-        let mut per_shard: Vec<Vec<Vec<usize>>> = vec![Vec::new(); self.keys.len()];
-        let mut at = vec![(0, 0); items.len()];
-        for (i, item) in items.iter().enumerate() {
-            let cmds = &mut per_shard[item.shard];
-            if cmds.last().is_none_or(|cmd| cmd.len() == MAX_FIELDS) {
-                cmds.push(Vec::new());
-            }
-            let last = cmds.len() - 1;
-            at[i] = (last, cmds[last].len() + 1); // after the guard's GET
-            cmds[last].push(i);
-        }
-        let mut batch = Batch::default();
-        let mut first_cmd = vec![0; self.keys.len()];
-        for (s, cmds) in per_shard.iter().enumerate() {
-            if cmds.is_empty() {
-                continue;
-            }
-            let key = &self.keys[s];
-            let k = batch.key(key);
-            first_cmd[s] = batch.len();
-            for members in cmds {
-                let mut cmd = redis::cmd(if write { "BITFIELD" } else { "BITFIELD_RO" });
-                cmd.arg(key)
-                    .arg("GET")
-                    .arg("u8")
-                    .arg(self.guard_byte(s) * 8);
-                for &i in members {
-                    let item = &items[i];
-                    if write {
-                        cmd.arg("SET")
-                            .arg("i64")
-                            .arg(item.offset)
-                            .arg(item.fingerprint as i64);
-                    } else {
-                        cmd.arg("GET").arg("i64").arg(item.offset);
-                    }
-                }
-                // The guard's value, then one per item.
-                batch.push_fields(k, cmd, members.len() + 1);
-            }
-        }
-        for (place, item) in at.iter_mut().zip(items) {
-            place.0 += first_cmd[item.shard];
-        }
-        (batch, at)
-    }
-
-    /// Each item's slot value (the old one, for a write), checking every command's guard.
-    fn slot_values(
-        &self,
-        items: &[Located],
-        at: &Places,
-        replies: &[Value],
-    ) -> Result<Vec<u64>, Error> {
-        let what = |shard: usize, reply: &Value| {
-            Error::corrupt(&self.keys[shard], format!("BITFIELD answered {reply:?}"))
-        };
-        let mut checked = vec![false; replies.len()];
-        let mut values = Vec::with_capacity(items.len());
-        for (item, &(cmd, pos)) in items.iter().zip(at) {
-            let reply = replies
-                .get(cmd)
-                .ok_or_else(|| what(item.shard, &Value::Nil))?;
-            let Value::Array(fields) = reply else {
-                return Err(what(item.shard, reply));
-            };
-            if !checked[cmd] {
-                match fields.first() {
-                    Some(Value::Int(1)) => checked[cmd] = true,
-                    Some(Value::Int(0)) => {
-                        return Err(Error::Missing {
-                            name: self.name.clone(),
-                            key: self.keys[item.shard].clone(),
-                        });
-                    }
-                    _ => return Err(what(item.shard, reply)),
-                }
-            }
-            match fields.get(pos) {
-                Some(Value::Int(v)) => values.push(*v as u64),
-                _ => return Err(what(item.shard, reply)),
-            }
-        }
-        Ok(values)
-    }
-
-    fn locate_all(&self, hashes: &[Hash128]) -> Vec<Located> {
-        hashes.iter().map(|&h| self.locate(h)).collect()
     }
 
     /// Inserts the items of `hashes` (from [`hasher`](Self::hasher)), appending to `new`
@@ -848,36 +531,6 @@ impl SharedOverwriteMap {
     pub async fn forget_hash_async(&self, hash: Hash128) -> Result<bool, Error> {
         let (batch, key) = self.forget_batch(hash);
         self.after_forget(key, self.server.run_async(&batch).await?)
-    }
-
-    /// The compare-and-clear of `hash`'s slot ([`FORGET`]), and its shard's key.
-    fn forget_batch(&self, hash: Hash128) -> (Batch, &str) {
-        let item = self.locate(hash);
-        let key = &self.keys[item.shard];
-        let args = [
-            (item.offset / 8).to_string().into_bytes(),
-            item.fingerprint.to_be_bytes().to_vec(),
-            self.guard_byte(item.shard).to_string().into_bytes(),
-        ];
-        let mut batch = Batch::default();
-        let k = batch.key(key);
-        batch.push_script(k, &FORGET, &[key], &args);
-        (batch, key)
-    }
-
-    fn after_forget(&self, key: &str, replies: Vec<Value>) -> Result<bool, Error> {
-        match replies.into_iter().next().unwrap_or(Value::Nil) {
-            Value::Int(1) => Ok(true),
-            Value::Int(0) => Ok(false),
-            Value::Int(-1) => Err(Error::Missing {
-                name: self.name.clone(),
-                key: key.to_owned(),
-            }),
-            other => Err(Error::corrupt(
-                key,
-                format!("the forget script answered {other:?}"),
-            )),
-        }
     }
 
     /// Deletes the map: its description first (so that no process opens it any more), then its

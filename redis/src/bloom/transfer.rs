@@ -1,0 +1,218 @@
+//! Moving a filter between a local [`AtomicBloomFilter`] (or its file) and the server, byte for
+//! byte: [`upload`](SharedBloomFilter::upload) and [`download`](SharedBloomFilter::download).
+
+use std::path::Path;
+
+use redis::Value;
+use seen::AtomicBloomFilter;
+use seen::hash::StableHasher;
+
+use super::SharedBloomFilter;
+use crate::meta;
+use crate::server::Batch;
+use crate::{Error, Server, names};
+
+/// The bytes moved per `GETRANGE` or `SETRANGE` by an upload or a download.
+const TRANSFER_BYTES: u64 = 1 << 20;
+
+impl SharedBloomFilter {
+    /// Creates a filter called `name` holding exactly `local`'s bits: the same sizing, the same
+    /// hasher seed, word for word. The filter appears to other processes (by
+    /// [`open`](Self::open)) only with all its bits: they are written under temporary keys of
+    /// this upload first, then ORed into the shards (`BITOP OR`, atomic per shard), and only
+    /// then is the description created.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Exists`] if the name is taken: an upload never overwrites a filter. (Only a
+    /// create of the same name racing the upload can see the uploaded bits: they are then ORed
+    /// into its filter, a union, and the upload still answers `Exists`.)
+    /// [`Error::Mismatch`] if a structure of other parameters was created under the name
+    /// meanwhile; the server's errors.
+    pub fn upload(
+        server: &Server,
+        name: &str,
+        local: &AtomicBloomFilter<StableHasher>,
+    ) -> Result<Self, Error> {
+        names::check(name)?;
+        let sizing = local.sizing();
+        let builder = Self::builder(name, sizing.capacity)
+            .fpr(sizing.fpr)
+            .layout(sizing.layout)
+            .seed(local.hasher().seed());
+        let (meta, sizing, shards) = builder.meta()?;
+        let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
+        // Refuse early when the name is taken, before moving any bits.
+        if meta::open(server, name, &Self::like()).is_ok() {
+            return Err(Error::Exists {
+                name: name.to_owned(),
+            });
+        }
+        // Temporary keys of this upload only (two uploads racing for one name must not
+        // delete each other's), in each shard's slot.
+        let tag = format!(
+            "upload-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let temp: Vec<String> = (0..shards).map(|s| names::shard(name, s, &tag)).collect();
+        for (s, key) in temp.iter().enumerate() {
+            let words = filter.shard_words(s);
+            let first = s as u64 * filter.blocks_per_shard * filter.words_per_block();
+            let mut batch = Batch::default();
+            let k = batch.key(key);
+            batch.push(k, {
+                let mut c = redis::cmd("DEL");
+                c.arg(key);
+                c
+            });
+            let step = TRANSFER_BYTES / 8;
+            let mut buf = vec![0u64; step as usize];
+            let mut done = 0;
+            while done < words {
+                let n = step.min(words - done);
+                let chunk = &mut buf[..n as usize];
+                local.read_words(first + done, chunk)?;
+                let bytes: Vec<u8> = chunk.iter().flat_map(|w| w.to_be_bytes()).collect();
+                let mut cmd = redis::cmd("SETRANGE");
+                cmd.arg(key).arg(done * 8).arg(bytes);
+                batch.push(k, cmd);
+                done += n;
+                if batch.len() >= 16 {
+                    server.run(&batch)?;
+                    batch = Batch::default();
+                    batch.key(key);
+                }
+            }
+            server.run(&batch)?;
+        }
+        // The shards, empty with their guards (kept if a racing create made them), then the
+        // bits into them with `BITOP OR`, not `RENAME`: a create of the same name racing the
+        // upload may have grown the shards and inserted into them, and an OR keeps its bits.
+        // One command per request: a cluster pipeline refuses commands of two keys (these
+        // share a slot). The description comes last, so that no process opens the filter
+        // before all its bits are in.
+        server.run(&filter.create_batch())?;
+        for (key, temp) in filter.keys.iter().zip(&temp) {
+            for cmd in [
+                {
+                    let mut c = redis::cmd("BITOP");
+                    c.arg("OR").arg(key).arg(key).arg(temp);
+                    c
+                },
+                {
+                    let mut c = redis::cmd("DEL");
+                    c.arg(temp);
+                    c
+                },
+            ] {
+                let mut batch = Batch::default();
+                let k = batch.key(key);
+                batch.push(k, cmd);
+                server.run(&batch)?;
+            }
+        }
+        if !meta::create(server, name, &meta)? {
+            // Created meanwhile with the same parameters (a mismatch is an error above): the
+            // upload's bits are in it, as a union.
+            return Err(Error::Exists {
+                name: name.to_owned(),
+            });
+        }
+        Ok(filter)
+    }
+
+    /// [`upload`](Self::upload) of a filter saved to a file by
+    /// [`AtomicBloomFilter::save`].
+    ///
+    /// # Errors
+    ///
+    /// As [`upload`](Self::upload), and [`Error::Local`] if the file cannot be read or is not
+    /// an atomic Bloom filter's.
+    pub fn upload_file(server: &Server, name: &str, path: impl AsRef<Path>) -> Result<Self, Error> {
+        let local = AtomicBloomFilter::load(path)?;
+        Self::upload(server, name, &local)
+    }
+
+    /// A local [`AtomicBloomFilter`] with this filter's sizing, hasher and bits, read shard by
+    /// shard (`GETRANGE`, 1 MiB at a time). Each read is consistent; a download racing inserts
+    /// holds every insert that returned before it started.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Missing`] if a shard is gone; [`Error::Local`] if this machine cannot allocate
+    /// the filter; the server's errors.
+    pub fn download(&self) -> Result<AtomicBloomFilter<StableHasher>, Error> {
+        let local = AtomicBloomFilter::builder(self.sizing.capacity)
+            .fpr(self.sizing.fpr)
+            .layout(self.sizing.layout)
+            .hasher(self.hasher)
+            .build()?;
+        for (s, key) in self.keys.iter().enumerate() {
+            let words = self.shard_words(s);
+            let first = s as u64 * self.blocks_per_shard * self.words_per_block();
+            let mut batch = Batch::default();
+            let k = batch.key(key);
+            batch.push(k, {
+                let mut c = redis::cmd("EXISTS");
+                c.arg(key);
+                c
+            });
+            let mut ranges = Vec::new();
+            let mut done = 0;
+            while done < words {
+                let n = (TRANSFER_BYTES / 8).min(words - done);
+                let mut cmd = redis::cmd("GETRANGE");
+                cmd.arg(key).arg(done * 8).arg((done + n) * 8 - 1);
+                batch.push(k, cmd);
+                ranges.push((done, n));
+                done += n;
+            }
+            // The guard last: a shard lost during the reads has none (see `guard`).
+            let guard = self.guard_byte(s);
+            batch.push(k, {
+                let mut c = redis::cmd("GETRANGE");
+                c.arg(key).arg(guard).arg(guard);
+                c
+            });
+            let replies = self.server.run(&batch)?;
+            let guarded = matches!(replies.last(), Some(Value::BulkString(b)) if b[..] == [1]);
+            if !matches!(replies[0], Value::Int(1)) || !guarded {
+                return Err(Error::Missing {
+                    name: self.name.clone(),
+                    key: key.clone(),
+                });
+            }
+            for ((start, n), reply) in ranges.into_iter().zip(&replies[1..]) {
+                let Value::BulkString(bytes) = reply else {
+                    return Err(Error::corrupt(key, format!("GETRANGE answered {reply:?}")));
+                };
+                if bytes.len() as u64 != n * 8 {
+                    return Err(Error::corrupt(
+                        key,
+                        format!("{} bytes where {} were written", bytes.len(), n * 8),
+                    ));
+                }
+                let words: Vec<u64> = bytes
+                    .chunks_exact(8)
+                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+                    .collect();
+                local.union_words(first + start, &words)?;
+            }
+        }
+        Ok(local)
+    }
+
+    /// [`download`](Self::download) saved to `path` ([`AtomicBloomFilter::save`]): the same
+    /// file, byte for byte, as the local filter it was uploaded from would save.
+    ///
+    /// # Errors
+    ///
+    /// As [`download`](Self::download), and [`Error::Local`] if the file cannot be written.
+    pub fn download_to_file(&self, path: impl AsRef<Path>) -> Result<(), Error> {
+        self.download()?.save(path)?;
+        Ok(())
+    }
+}

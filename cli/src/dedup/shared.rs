@@ -143,8 +143,10 @@ pub(super) struct Shared {
     structure: Structure,
     /// What `--redis` named (for messages).
     at: String,
-    /// For `BITCOUNT`: the URLs, and a connection kept between measures.
+    /// For `BITCOUNT`: the URLs, the server's timeout (each of the probe's requests is
+    /// bounded by it too), and a connection kept between measures.
     urls: Vec<String>,
+    timeout: Duration,
     probe: Mutex<Probe>,
 }
 
@@ -227,6 +229,7 @@ impl Shared {
             structure,
             at,
             urls: args.redis.clone(),
+            timeout: server.timeout(),
             probe: Mutex::new(Probe::default()),
         })
     }
@@ -372,21 +375,27 @@ impl Shared {
     }
 
     /// The bits set in the filter's keys (`BITCOUNT`, one a key; a windowed filter's of
-    /// `generation`).
+    /// `generation`). Each `BITCOUNT` is a request of one command, so the client's timeouts
+    /// bound it (a pipeline's would not: they apply once per reply), and the first that fails
+    /// ends the measure (the caller then drops the connection).
     fn bits_set(&self, probe: &mut Probe, generation: u64) -> Option<u64> {
         if probe.conn.is_none() {
             probe.conn = Some(match self.urls.as_slice() {
                 [url] => {
                     let conn = redis::Client::open(url.as_str())
                         .ok()?
-                        .get_connection_with_timeout(seen_redis::DEFAULT_TIMEOUT)
+                        .get_connection_with_timeout(self.timeout)
                         .ok()?;
-                    conn.set_read_timeout(Some(seen_redis::DEFAULT_TIMEOUT))
-                        .ok()?;
+                    conn.set_read_timeout(Some(self.timeout)).ok()?;
+                    conn.set_write_timeout(Some(self.timeout)).ok()?;
                     Box::new(conn)
                 }
                 nodes => Box::new(
-                    redis::cluster::ClusterClient::new(nodes.to_vec())
+                    redis::cluster::ClusterClient::builder(nodes.to_vec())
+                        .connection_timeout(self.timeout)
+                        .response_timeout(self.timeout)
+                        .retries(0)
+                        .build()
                         .ok()?
                         .get_connection()
                         .ok()?,

@@ -7,10 +7,11 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{first_occurrences, lines, seen, start, stderr_of};
+use common::{first_occurrences, lines, seen, start, stderr_of, wait_within};
 use seen_test_server::{RedisCluster, RedisServer};
 
 fn text(bytes: &[u8]) -> String {
@@ -274,6 +275,105 @@ fn an_unreachable_server_is_a_clear_error() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
+}
+
+/// A server that stops answering (its process stopped, `kill -STOP`: a hung host, whose kernel
+/// still accepts connections and takes what is sent) ends a run with one line and status 2,
+/// within about the timeout, nothing printed after the records decided: whether it stopped
+/// before the run (the open fails) or during it (an insert fails). The timeout is the
+/// library's default, 30 s (the command has no flag for it); the bound is one timeout and
+/// slack (the open used to take two timeouts, 62 s; a run stopped during an insert, minutes).
+/// Both runs at once, each waiting out its timeout.
+#[test]
+fn a_stalled_server_ends_the_run_with_one_line_within_the_timeout() {
+    let bound = seen_redis::DEFAULT_TIMEOUT + Duration::from_secs(20);
+    let mut before = RedisServer::start();
+    let mut during = RedisServer::start();
+    before.stop();
+    let started = Instant::now();
+    let mut opening = start(&[
+        "dedup",
+        "--redis",
+        &before.url(),
+        "--name",
+        "stalled",
+        "--no-progress",
+    ]);
+    drop(opening.stdin.take());
+    let opening = std::thread::spawn(move || {
+        let out = wait_within(opening, bound, "a run on a stopped server");
+        (out, started.elapsed())
+    });
+    let mut running = start(&[
+        "dedup",
+        "--redis",
+        &during.url(),
+        "--name",
+        "stalled",
+        "--capacity",
+        "100000",
+        "--threads",
+        "3",
+        "--no-progress",
+    ]);
+    let mut stdin = running.stdin.take().unwrap();
+    let decided: Vec<u8> = (0..1000)
+        .flat_map(|i| format!("a-{i}\n").into_bytes())
+        .collect();
+    stdin.write_all(&decided).unwrap();
+    stdin.flush().unwrap();
+    let mut out = BufReader::new(running.stdout.take().unwrap());
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        out.read_until(b'\n', &mut got).unwrap();
+    }
+    assert_eq!(text(&got), text(&decided));
+    during.stop();
+    let stopped = Instant::now();
+    let after: Vec<u8> = (0..1000)
+        .flat_map(|i| format!("b-{i}\n").into_bytes())
+        .collect();
+    // The rest of the output is read by a thread: the run ends (or is killed) within the
+    // bound, and the read then ends too.
+    let rest = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut rest);
+        rest
+    });
+    let _ = stdin.write_all(&after);
+    drop(stdin);
+    let ran = wait_within(running, bound, "a run whose server stopped");
+    let took = stopped.elapsed();
+    let rest = rest.join().unwrap();
+    let err = text(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("seen: standard input, line 1001: the shared filter stalled on unix://"),
+        "{err}"
+    );
+    assert!(err.contains("no reply within 30s"), "{err}");
+    assert_eq!(text(&rest), "", "nothing after the failure");
+    assert!(
+        took < bound,
+        "the run ended {took:?} after the server stopped"
+    );
+    let (opened, took) = opening.join().unwrap();
+    let err = text(&opened.stderr);
+    assert_eq!(opened.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "seen: --redis {}: cannot reach the server: ",
+            before.url()
+        )),
+        "{err}"
+    );
+    assert!(opened.stdout.is_empty());
+    assert!(
+        took < bound,
+        "the run on a stopped server ended after {took:?}"
+    );
 }
 
 /// A name created with one size, opened with another: the library's `Mismatch`, naming the

@@ -3,10 +3,10 @@
 //! that connects nowhere and answers each request with the next of a script of replies, so
 //! that a target drives the structures' public methods (create, open, insert, lookup,
 //! download, forget, claim) on whatever a hostile or broken server could send, through the
-//! same steps a real server's replies take ([`Server::run`]'s `NOSCRIPT` retry and checks,
-//! then each structure's own reading of the replies); and [`well_formed`], what a correct
-//! server's replies look like, so that a target can check that an answer never came from a
-//! malformed reply.
+//! same steps a real server's replies take (the `NOSCRIPT` retry and checks of the one driver
+//! of requests, which both APIs share, then each structure's own reading of the replies); and
+//! [`well_formed`], what a correct server's replies look like, so that a target can check that
+//! an answer never came from a malformed reply.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -27,8 +27,8 @@ pub(crate) struct Replay {
 /// The most replies a script holds: every operation of a target takes a few.
 const MAX_REPLIES: usize = 64;
 
-/// A server whose replies are the RESP values of `resp`, in order (for the blocking methods:
-/// the `_async` ones would try to connect, and fail): each request takes the next
+/// A server whose replies are the RESP values of `resp`, in order (for the blocking methods
+/// and the `_async` ones alike; it starts no runtime): each request takes the next
 /// value, an array's elements being the replies to its commands (anything else, the one reply
 /// to a request of one command). With `fit`, a request's replies are cut or repeated to one per
 /// command, so that every reply gets past the count check. Once the values run out, a request
@@ -287,6 +287,9 @@ mod tests {
         // The lookup reads one word: one `BITFIELD_RO` of the guard and one `GET`.
         let (_, filter) = bloom(&[array(&[array(&[int(1), int(-1), int(0)])])]);
         is_corrupt(filter.contains(&7u64));
+        // The async API's requests take the same checks.
+        let (replies, filter) = bloom(&[array(&[array(&[int(1), int(-1), int(0)])])]);
+        is_corrupt(replies.block_on(filter.contains_async(&7u64)));
         // The window's lookup: `EXISTS`, then one word in each of 3 generations, then the
         // ledger's check.
         let time = array(&[array(&[bulk("1700000000"), bulk("0")])]);

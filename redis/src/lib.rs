@@ -59,8 +59,10 @@
 //!   keys, and under `volatile-*` a windowed filter's generations before they expire.
 //!
 //! Every structure has a blocking API and the same methods ending in `_async` for tokio,
-//! sharing one [`Server`]: a few blocking connections reused across threads, one multiplexed
-//! tokio connection; a connection that fails is replaced at the next request.
+//! sharing one [`Server`], which drives both with the same async requests: one multiplexed
+//! connection for the blocking calls of every thread, one for the tokio tasks; a connection
+//! that fails is replaced at the next request. Every request ends within the server's timeout
+//! ([`Server`]'s "Timeouts"; [`Server::builder`] sets it, `open` included).
 //!
 //! # Performance
 //!
@@ -112,7 +114,7 @@ pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(20
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
 pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
-pub use server::{DEFAULT_TIMEOUT, Server};
+pub use server::{DEFAULT_TIMEOUT, Server, ServerBuilder};
 pub use windowed::{SharedWindowBuilder, SharedWindowedFilter};
 
 /// The README's examples, compiled (they need a server, so they do not run).

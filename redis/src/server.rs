@@ -2,12 +2,25 @@
 //! sends its commands through [`Server::run`] (blocking) or [`Server::run_async`] (tokio), one
 //! [`Batch`] at a time: the commands of a batch are pipelined, so a batch costs one round trip
 //! per shard, never one per command.
+//!
+//! There is one driver of requests, async ([`Server::request`]): the blocking API runs the
+//! same future to completion on the calling thread ([`Server::block_on`]), its sockets and
+//! timers driven by a small runtime of the server's own. A request's deadline is the crate's
+//! (`tokio::time::timeout` around the connect and the round trip), not the client's: redis-rs's
+//! blocking pipeline read waits the whole timeout once per reply still missing, so a stalled
+//! server held a call of 100 ids on 16 shards for 33 s with a timeout of 1 s.
 
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::{Client, Cmd, Connection, Value};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::{Client, Cmd, Value};
+use tokio::time::Instant;
 
 use crate::Error;
 
@@ -17,51 +30,130 @@ use crate::Error;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A Redis or Valkey deployment: one server (`redis://host:port`, `unix:///path`) or a
-/// cluster. Cheap to share: every structure opened on it keeps a reference; it keeps a few
-/// blocking connections for reuse (one per thread that is using it at the moment) and one
-/// multiplexed tokio connection.
+/// cluster. Cheap to share: every structure opened on it keeps a reference.
 ///
-/// A connection that fails is dropped, and the next request opens a new one: a restarted
-/// server is reached again without any action from the caller.
+/// It keeps two multiplexed connections, each shared by every caller of its kind: one for
+/// the blocking API, made and driven by a small tokio runtime of the server's own (one
+/// thread, started by the first blocking call), and one for the `_async` API, made in the
+/// caller's runtime. The blocking API runs on the calling thread and works from any thread,
+/// also from inside a tokio runtime (where it blocks that thread, as any blocking call does).
+///
+/// # Timeouts
+///
+/// Every request (one round trip: a batch's pipeline, or on a cluster one pipeline per key,
+/// with the connect before it when a connection is opened) that has no complete reply within
+/// the timeout ([`DEFAULT_TIMEOUT`], or [`ServerBuilder::timeout`]) fails with
+/// [`Error::Connection`]: its outcome is unknown. A call made of several requests (a lookup
+/// and then a write, the server's time and then an insert) stops at the first that fails, so
+/// it returns at most one timeout after the server stopped answering, whatever the size of its
+/// batch. [`open`](ServerBuilder::open) counts too: its connect and its first request are
+/// bounded by the same timeout.
+///
+/// A connection that fails or times out is dropped, and the next request opens a new one: a
+/// restarted or resumed server is reached again without any action from the caller, and no
+/// late reply to a timed-out request is ever read as another's. A request is never sent twice
+/// by the client: an insert that ran twice would answer "not new" to everyone.
 ///
 /// # Examples
 ///
 /// ```no_run
+/// use std::time::Duration;
+///
 /// let server = seen_redis::Server::open("redis://127.0.0.1:6379")?;
+/// let quick = seen_redis::Server::builder("redis://127.0.0.1:6379")
+///     .timeout(Duration::from_secs(1))
+///     .open()?;
 /// let cluster = seen_redis::Server::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
 /// # Ok::<(), seen_redis::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Server {
-    inner: std::sync::Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
+/// What [`Server::builder`] and [`Server::cluster_builder`] return: where the server is, and
+/// how long a request may wait ([`timeout`](Self::timeout)); [`open`](Self::open) connects.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ServerBuilder {
+    nodes: Nodes,
+    timeout: Duration,
+}
+
+#[derive(Clone, Debug)]
+enum Nodes {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+/// Field order is drop order: the connections go before the runtime that drives the blocking
+/// one.
 struct Inner {
     target: Target,
     timeout: Duration,
-    idle: Mutex<Vec<SyncConnection>>,
-    shared: tokio::sync::Mutex<Option<AsyncConnection>>,
+    /// The `_async` API's connection, made in the caller's runtime.
+    shared: Mutex<Slot>,
+    /// The blocking API's connection, made in [`Inner::driver`]'s runtime.
+    blocking: Mutex<Slot>,
+    /// The runtime that drives the blocking API's connection and timers (started by the first
+    /// blocking call).
+    driver: OnceLock<Driver>,
     /// The fuzz targets' and unit tests' server: canned replies in place of a connection
-    /// ([`Server::run`]; the blocking methods only).
+    /// ([`Server::request`], so both APIs).
     #[cfg(any(test, fuzzing))]
     replay: Option<crate::fuzzing::Replay>,
 }
 
 enum Target {
     Single(Client),
-    /// The client, and the nodes it was built from (to build it again with another timeout).
-    Cluster(Box<ClusterClient>, Vec<String>),
+    Cluster(Box<ClusterClient>),
 }
 
-enum SyncConnection {
-    Single(Connection),
-    Cluster(Box<ClusterConnection>),
+/// A connection, and how many were opened in its slot before it (so that a request that
+/// failed drops its own connection, never a newer one another request opened meanwhile).
+#[derive(Default)]
+struct Slot {
+    conn: Option<(u64, AsyncConnection)>,
+    opened: u64,
 }
 
 #[derive(Clone)]
 enum AsyncConnection {
-    Single(redis::aio::MultiplexedConnection),
+    /// Connects lazily, in the first request (so under its deadline); never sends a request
+    /// twice (it only reconnects, and [`Server::connection`] sets no connect retries).
+    Single(ConnectionManager),
     Cluster(redis::cluster_async::ClusterConnection),
+}
+
+/// The blocking API's runtime: one worker thread, which drives the sockets and timers of the
+/// futures that [`Server::block_on`] polls on the callers' threads.
+struct Driver(Option<tokio::runtime::Runtime>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Not `Runtime::drop`, which panics in an async context (the last handle of a server
+        // dropped in a task): the worker is told to stop and not waited for.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// [`Server::block_on`]'s waker: wakes the thread that polls the future.
+struct Unpark {
+    thread: std::thread::Thread,
+    woken: AtomicBool,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -130,9 +222,10 @@ impl Batch {
     /// the first is the one [`key`](Self::key) returned as `key`) with `args`, as `EVALSHA`. A
     /// server that does not have the script cached (restarted, `SCRIPT FLUSH`, a failover)
     /// answers `NOSCRIPT` without running it; [`Server::run`] then sends that command again as
-    /// `EVAL`, which runs it and caches it. A cluster gets the `EVAL` at once: the cluster
-    /// client's blocking pipeline cannot return the other commands' replies around an error
-    /// reply, so a `NOSCRIPT` there would leave the batch's other scripts unanswered.
+    /// `EVAL`, which runs it and caches it. A cluster gets the `EVAL` at once: its client's
+    /// pipelines were not found to return the other commands' replies around an error reply
+    /// (its blocking pipeline did not), and a `NOSCRIPT` there would leave the batch's other
+    /// scripts unanswered.
     pub(crate) fn push_script(
         &mut self,
         key: usize,
@@ -240,23 +333,63 @@ impl Batch {
     }
 }
 
+impl ServerBuilder {
+    /// How long a request may wait for its reply, `open`'s connect and check included
+    /// ([`DEFAULT_TIMEOUT`] unless set); see [`Server`]'s "Timeouts". A zero timeout fails
+    /// every request.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Connects, and checks that the server answers (a cluster: that a node gives the slot
+    /// map), within the timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] if a URL does not parse or the server does not answer within the
+    /// timeout.
+    pub fn open(&self) -> Result<Server, Error> {
+        let target = match &self.nodes {
+            Nodes::Single(url) => {
+                Target::Single(Client::open(url.as_str()).map_err(|e| Error::from_redis(url, e))?)
+            }
+            Nodes::Cluster(nodes) => {
+                Target::Cluster(Box::new(cluster_client(nodes, self.timeout)?))
+            }
+        };
+        let server = Server::with_target(target, self.timeout);
+        server.check()?;
+        Ok(server)
+    }
+}
+
 impl Server {
     /// A single server, by URL: `redis://[user:password@]host:port[/db]`, `rediss://` for TLS
     /// is not built in, `unix:///path/to/socket`. Connects once to check that it answers.
+    /// The same as [`Server::builder(url).open()`](Self::builder), with [`DEFAULT_TIMEOUT`].
     ///
     /// # Errors
     ///
     /// [`Error::Connection`] if the URL does not parse or the server does not answer.
     pub fn open(url: &str) -> Result<Self, Error> {
-        let client = Client::open(url).map_err(|e| Error::from_redis(url, e))?;
-        let server = Self::with_target(Target::Single(client));
-        server.check()?;
-        Ok(server)
+        Self::builder(url).open()
+    }
+
+    /// A single server, by URL (as [`open`](Self::open)), with a timeout of one's choice:
+    /// `Server::builder(url).timeout(Duration::from_secs(1)).open()`.
+    pub fn builder(url: &str) -> ServerBuilder {
+        ServerBuilder {
+            nodes: Nodes::Single(url.to_owned()),
+            timeout: DEFAULT_TIMEOUT,
+        }
     }
 
     /// A Redis Cluster, by the URLs of some of its nodes (the client learns the rest). Every
     /// structure keeps what one command or script touches in one slot (hash tags) and spreads
-    /// its shards over the slots.
+    /// its shards over the slots. The same as
+    /// [`Server::cluster_builder(nodes).open()`](Self::cluster_builder), with
+    /// [`DEFAULT_TIMEOUT`].
     ///
     /// The client does not send a request again by itself: after an input/output error the
     /// request may have run, and the caller gets [`Error::Connection`]. While slots move
@@ -272,37 +405,29 @@ impl Server {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_owned()).collect();
-        let client = cluster_client(&nodes, DEFAULT_TIMEOUT)?;
-        let server = Self::with_target(Target::Cluster(Box::new(client), nodes));
-        server.check()?;
-        Ok(server)
+        Self::cluster_builder(nodes).open()
     }
 
-    /// How long a request may wait for its reply ([`DEFAULT_TIMEOUT`] unless set). Applies to
-    /// connections opened afterwards.
-    pub fn with_timeout(self, timeout: Duration) -> Self {
-        let target = match &self.inner.target {
-            Target::Single(client) => Target::Single(client.clone()),
-            Target::Cluster(client, nodes) => Target::Cluster(
-                Box::new(cluster_client(nodes, timeout).unwrap_or_else(|_| (**client).clone())),
-                nodes.clone(),
-            ),
-        };
-        let mut server = Self::with_target(target);
-        std::sync::Arc::get_mut(&mut server.inner)
-            .expect("a new server is not shared")
-            .timeout = timeout;
-        server
+    /// A Redis Cluster (as [`cluster`](Self::cluster)), with a timeout of one's choice.
+    pub fn cluster_builder<I, S>(nodes: I) -> ServerBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        ServerBuilder {
+            nodes: Nodes::Cluster(nodes.into_iter().map(|s| s.as_ref().to_owned()).collect()),
+            timeout: DEFAULT_TIMEOUT,
+        }
     }
 
-    fn with_target(target: Target) -> Self {
+    fn with_target(target: Target, timeout: Duration) -> Self {
         Self {
-            inner: std::sync::Arc::new(Inner {
+            inner: Arc::new(Inner {
                 target,
-                timeout: DEFAULT_TIMEOUT,
-                idle: Mutex::new(Vec::new()),
-                shared: tokio::sync::Mutex::new(None),
+                timeout,
+                shared: Mutex::default(),
+                blocking: Mutex::default(),
+                driver: OnceLock::new(),
                 #[cfg(any(test, fuzzing))]
                 replay: None,
             }),
@@ -314,8 +439,8 @@ impl Server {
     #[cfg(any(test, fuzzing))]
     pub(crate) fn replaying(replay: crate::fuzzing::Replay) -> Self {
         let client = Client::open("redis://127.0.0.1:1/").expect("a well-formed URL");
-        let mut server = Self::with_target(Target::Single(client));
-        std::sync::Arc::get_mut(&mut server.inner)
+        let mut server = Self::with_target(Target::Single(client), DEFAULT_TIMEOUT);
+        Arc::get_mut(&mut server.inner)
             .expect("a new server is not shared")
             .replay = Some(replay);
         server
@@ -326,17 +451,26 @@ impl Server {
         self.inner.replay.as_ref()
     }
 
+    /// Whether requests are answered by a replay (no connection, no runtime needed).
+    fn replays(&self) -> bool {
+        #[cfg(any(test, fuzzing))]
+        if self.inner.replay.is_some() {
+            return true;
+        }
+        false
+    }
+
     fn check(&self) -> Result<(), Error> {
         if self.is_cluster() {
             // A cluster pipeline routes by key and refuses `PING`: opening a connection (which
             // reads the slot map from a node) is the check.
-            let conn = self.connect("(cluster)")?;
-            self.inner
-                .idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(conn);
-            return Ok(());
+            let deadline = Instant::now() + self.inner.timeout;
+            return self.block_on(async {
+                self.in_runtime(&self.inner.blocking, "(cluster)")?;
+                self.connection(&self.inner.blocking, "(cluster)", deadline)
+                    .await
+                    .map(drop)
+            });
         }
         let mut batch = Batch::default();
         let key = batch.key("(PING)");
@@ -353,204 +487,280 @@ impl Server {
         matches!(self.inner.target, Target::Cluster(..))
     }
 
-    fn connect(&self, key: &str) -> Result<SyncConnection, Error> {
-        let err = |e| Error::from_redis(key, e);
-        let timeout = self.inner.timeout;
-        Ok(match &self.inner.target {
-            Target::Single(client) => {
-                let conn = client.get_connection_with_timeout(timeout).map_err(err)?;
-                conn.set_read_timeout(Some(timeout)).map_err(err)?;
-                conn.set_write_timeout(Some(timeout)).map_err(err)?;
-                SyncConnection::Single(conn)
-            }
-            Target::Cluster(client, _) => {
-                SyncConnection::Cluster(Box::new(client.get_connection().map_err(err)?))
-            }
-        })
+    /// How long a request may wait for its reply (see "Timeouts" above).
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
     }
 
-    /// Runs `batch`, blocking: one pipeline (a cluster splits it by node). Returns one reply
-    /// per command.
+    /// Runs `batch`, blocking: [`request`](Self::request) on the blocking API's connection,
+    /// driven to its end on the calling thread. Returns one reply per command.
     pub(crate) fn run(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
+        self.block_on(self.request(&self.inner.blocking, batch))
+    }
+
+    /// Runs `batch` on the tokio connection, which every task shares (multiplexed):
+    /// [`request`](Self::request) in the caller's runtime. Returns one reply per command.
+    pub(crate) async fn run_async(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
+        self.request(&self.inner.shared, batch).await
+    }
+
+    /// Runs `fut` to its end on the calling thread, inside this server's runtime (started
+    /// here if it is not yet), whose worker drives the sockets and timers `fut` waits on: the
+    /// blocking API, on any thread, also inside another tokio runtime (where
+    /// `Runtime::block_on` would panic). The thread sleeps while `fut` waits.
+    ///
+    /// If the runtime cannot be started (no thread or file descriptor left), `fut` is polled
+    /// outside any runtime: [`request`](Self::request) then fails with
+    /// [`Error::Connection`], and the next call tries again. A replaying server (the fuzz
+    /// targets') starts no runtime.
+    pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let runtime = if self.replays() {
+            None
+        } else {
+            self.driver().ok()
+        };
+        let _entered = runtime.map(|runtime| runtime.handle().enter());
+        let unpark = Arc::new(Unpark {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        });
+        let waker = Waker::from(Arc::clone(&unpark));
+        let mut cx = Context::from_waker(&waker);
+        // Unconstrained: inside a task of another runtime, tokio's budget for that task would
+        // run out while `fut` is polled here, and every resource would answer "not ready"
+        // (waking at once) for good.
+        let mut fut = pin!(tokio::task::unconstrained(fut));
+        loop {
+            if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
+                return output;
+            }
+            // A wake that came while `fut` was polled is not lost: the flag holds it. `park`
+            // may also return for no reason, hence the loop.
+            while !unpark.woken.swap(false, Ordering::Acquire) {
+                std::thread::park();
+            }
+        }
+    }
+
+    /// The blocking API's runtime, started if it is not yet.
+    fn driver(&self) -> Result<&tokio::runtime::Runtime, Error> {
+        if let Some(Driver(Some(runtime))) = self.inner.driver.get() {
+            return Ok(runtime);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("seen-redis")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::from_redis("(runtime)", e.into()))?;
+        // Wrapped before a race is decided: a runtime that lost it is dropped as a `Driver`.
+        let driver = Driver(Some(runtime));
+        match self.inner.driver.get_or_init(|| driver) {
+            Driver(Some(runtime)) => Ok(runtime),
+            Driver(None) => Err(Error::from_redis(
+                "(runtime)",
+                std::io::Error::other("the runtime was shut down").into(),
+            )),
+        }
+    }
+
+    /// An error unless the caller is inside a tokio runtime: an `_async` method called
+    /// outside one, or a blocking call (on `slot`) whose runtime could not be started.
+    fn in_runtime(&self, slot: &Mutex<Slot>, key: &str) -> Result<(), Error> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Ok(());
+        }
+        let why = if std::ptr::eq(slot, &self.inner.blocking) {
+            // Tried again, for its error.
+            match self.driver() {
+                Err(Error::Connection { source, .. }) => format!(
+                    "the client's runtime did not start (out of threads or file descriptors?): {source}"
+                ),
+                _ => "the client's runtime did not start".to_owned(),
+            }
+        } else {
+            "an `_async` method was called outside a tokio runtime".to_owned()
+        };
+        Err(Error::from_redis(key, std::io::Error::other(why).into()))
+    }
+
+    /// The connection of `slot`, opened if there is none (a single server's lazily: its
+    /// connect is part of the first request; a cluster's here, which reads the slot map, by
+    /// `deadline`), and its number in the slot. The slot is locked only to look or to put:
+    /// never while connecting, so that a request that failed drops its connection at once.
+    async fn connection(
+        &self,
+        slot: &Mutex<Slot>,
+        key: &str,
+        deadline: Instant,
+    ) -> Result<(u64, AsyncConnection), Error> {
+        let lock = || slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(conn) = &lock().conn {
+            return Ok(conn.clone());
+        }
+        let timeout = self.inner.timeout;
+        let conn = match &self.inner.target {
+            Target::Single(client) => {
+                // No connect retries: a server that refuses fails the request at once (the
+                // next request connects again), rather than after the backoff's sleeps.
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(0);
+                AsyncConnection::Single(
+                    ConnectionManager::new_lazy_with_config(client.clone(), config)
+                        .map_err(|e| Error::from_redis(key, e))?,
+                )
+            }
+            Target::Cluster(client) => {
+                match tokio::time::timeout_at(deadline, client.get_async_connection()).await {
+                    Ok(conn) => AsyncConnection::Cluster(conn.map_err(|e| self.failed(key, e))?),
+                    Err(_) => return Err(self.timed_out(key)),
+                }
+            }
+        };
+        let mut slot = lock();
+        // Another request may have put one meanwhile (a cluster's connects can race): the
+        // first put is the slot's, the others are dropped.
+        if let Some(conn) = &slot.conn {
+            return Ok(conn.clone());
+        }
+        slot.opened += 1;
+        slot.conn = Some((slot.opened, conn.clone()));
+        Ok((slot.opened, conn))
+    }
+
+    /// Drops connection `number` of `slot` (after it failed), unless another replaced it.
+    fn drop_connection(&self, slot: &Mutex<Slot>, number: u64) {
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.conn.as_ref().is_some_and(|(n, _)| *n == number) {
+            slot.conn = None;
+        }
+    }
+
+    /// The error of a request about `key` that failed with `err`: the client's own timeout
+    /// (set as the crate's, which it may beat by a hair) says what the crate's says.
+    fn failed(&self, key: &str, err: redis::RedisError) -> Error {
+        if err.is_timeout() {
+            return self.timed_out(key);
+        }
+        Error::from_redis(key, err)
+    }
+
+    /// The error of a request about `key` that had no reply within the timeout.
+    fn timed_out(&self, key: &str) -> Error {
+        let why = std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply within {:?}", self.inner.timeout),
+        );
+        Error::from_redis(key, why.into())
+    }
+
+    /// Runs `batch` on the connection of `slot` (opened if there is none), the one driver of
+    /// both APIs: one pipeline (a cluster: one per key, each key's commands going to its node,
+    /// one after the other), each round trip bounded by the timeout with the connect before it;
+    /// then the scripts that answered `NOSCRIPT` again as `EVAL` ([`answered`](Self::answered)),
+    /// and the replies checked. A connection that failed or timed out is dropped: the next
+    /// request opens a new one.
+    async fn request(&self, slot: &Mutex<Slot>, batch: &Batch) -> Result<Vec<Value>, Error> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         #[cfg(any(test, fuzzing))]
         if let Some(replay) = &self.inner.replay {
-            let replies = self.answered(batch, replay.next(batch)?);
+            let replies = replay.next(batch)?;
+            let replies = self.answered(slot, batch, replies).await;
             if let Ok(replies) = &replies {
                 replay.log(batch, replies);
             }
             return replies;
         }
-        let idle = self
-            .inner
-            .idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => self.connect(batch.first_key())?,
-        };
-        let replies = match &mut conn {
-            SyncConnection::Single(conn) => batch.pipeline().query::<Vec<Value>>(conn),
-            // The cluster pipeline refuses commands it cannot route in general (`RENAME`,
-            // `PING`, ...): a batch of one command runs as that command, routed by its key
-            // (a script as `EVAL`, as in a pipeline: its `NOSCRIPT` would come back as an
-            // error, not as a reply to send again).
-            SyncConnection::Cluster(conn) if batch.len() == 1 => batch
-                .cluster_cmd(0)
-                .query::<Value>(&mut **conn)
-                .map(|reply| vec![reply]),
-            SyncConnection::Cluster(conn) => {
-                let mut pipe = redis::cluster::ClusterPipeline::with_capacity(batch.len());
-                for i in 0..batch.len() {
-                    pipe.add_command(batch.cluster_cmd(i).clone());
+        let key = batch.first_key();
+        self.in_runtime(slot, key)?;
+        let deadline = Instant::now() + self.inner.timeout;
+        let (number, conn) = self.connection(slot, key, deadline).await?;
+        let replies = match conn {
+            AsyncConnection::Single(mut conn) => {
+                let pipe = batch.pipeline();
+                let query = pipe.query_async::<Vec<Value>>(&mut conn);
+                match tokio::time::timeout_at(deadline, query).await {
+                    Ok(replies) => replies.map_err(|e| self.failed(key, e)),
+                    Err(_) => Err(self.timed_out(key)),
                 }
-                pipe.query::<Vec<Value>>(conn)
+            }
+            AsyncConnection::Cluster(mut conn) => {
+                self.query_cluster(&mut conn, batch, deadline).await
             }
         };
         match replies {
-            Ok(replies) => {
-                // A connection whose replies all arrived is in step: keep it.
-                self.inner
-                    .idle
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(conn);
-                self.answered(batch, replies)
-            }
-            // Dropped: after a failure mid-pipeline, replies still in flight would be read as
-            // the next request's.
+            Ok(replies) => self.answered(slot, batch, replies).await,
             Err(err) => {
-                let err = Error::from_redis(batch.first_key(), err);
-                if err.is_unknown_outcome() {
-                    // The server is gone or restarted: the idle connections are to it too, and
-                    // each would fail one more request.
-                    self.inner
-                        .idle
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clear();
-                }
+                self.drop_connection(slot, number);
                 Err(err)
             }
         }
     }
 
-    /// The replies to `batch`, its scripts that answered `NOSCRIPT` sent again as `EVAL`,
-    /// checked ([`Batch::check`]).
-    fn answered(&self, batch: &Batch, mut replies: Vec<Value>) -> Result<Vec<Value>, Error> {
+    /// `batch` on a cluster: the async cluster client routes a pipeline to one node, so each
+    /// key's commands go as a pipeline of their own, one after the other, the first by
+    /// `deadline` and each next within the timeout; the replies put back in order.
+    async fn query_cluster(
+        &self,
+        conn: &mut redis::cluster_async::ClusterConnection,
+        batch: &Batch,
+        mut deadline: Instant,
+    ) -> Result<Vec<Value>, Error> {
+        let mut replies = vec![Value::Nil; batch.len()];
+        for key in 0..batch.names.len() {
+            let mut pipe = redis::Pipeline::new();
+            let mut at = Vec::new();
+            for i in 0..batch.len() {
+                if batch.keys[i] == key {
+                    pipe.add_command(batch.cluster_cmd(i).clone());
+                    at.push(i);
+                }
+            }
+            if at.is_empty() {
+                continue;
+            }
+            pipe.ignore_errors();
+            let name = &batch.names[key];
+            let got = match tokio::time::timeout_at(deadline, pipe.query_async(conn)).await {
+                Ok(got) => got.map_err(|e| self.failed(name, e))?,
+                Err(_) => return Err(self.timed_out(name)),
+            };
+            let got: Vec<Value> = got;
+            if got.len() != at.len() {
+                return Err(Error::corrupt(
+                    name,
+                    format!("{} replies to {} commands", got.len(), at.len()),
+                ));
+            }
+            for (i, value) in at.into_iter().zip(got) {
+                replies[i] = value;
+            }
+            deadline = Instant::now() + self.inner.timeout;
+        }
+        Ok(replies)
+    }
+
+    /// The replies to `batch`, its scripts that answered `NOSCRIPT` sent again as `EVAL` (a
+    /// request of their own, on `slot`), checked ([`Batch::check`]).
+    async fn answered(
+        &self,
+        slot: &Mutex<Slot>,
+        batch: &Batch,
+        mut replies: Vec<Value>,
+    ) -> Result<Vec<Value>, Error> {
         if replies.len() == batch.len()
             && let Some((again, at)) = batch.noscript(&replies)
         {
-            for (i, reply) in at.into_iter().zip(self.run(&again)?) {
+            let again = Box::pin(self.request(slot, &again)).await?;
+            for (i, reply) in at.into_iter().zip(again) {
                 replies[i] = reply;
             }
         }
         batch.check(replies)
-    }
-
-    async fn connect_async(&self, key: &str) -> Result<AsyncConnection, Error> {
-        let err = |e| Error::from_redis(key, e);
-        let timeout = self.inner.timeout;
-        Ok(match &self.inner.target {
-            Target::Single(client) => {
-                let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout));
-                AsyncConnection::Single(
-                    client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                        .map_err(err)?,
-                )
-            }
-            Target::Cluster(client, _) => {
-                AsyncConnection::Cluster(client.get_async_connection().await.map_err(err)?)
-            }
-        })
-    }
-
-    /// Runs `batch` on the tokio connection, which every task shares (multiplexed). A cluster
-    /// gets one pipeline per key (each key's commands go to its node), one after the other.
-    pub(crate) async fn run_async(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let conn = {
-            let mut shared = self.inner.shared.lock().await;
-            match &*shared {
-                Some(conn) => conn.clone(),
-                None => {
-                    let conn = self.connect_async(batch.first_key()).await?;
-                    *shared = Some(conn.clone());
-                    conn
-                }
-            }
-        };
-        let replies = match conn {
-            AsyncConnection::Single(mut conn) => {
-                batch.pipeline().query_async::<Vec<Value>>(&mut conn).await
-            }
-            AsyncConnection::Cluster(mut conn) => {
-                // The async cluster client routes a pipeline to one node: send each key's
-                // commands as a pipeline of their own, and put the replies back in order.
-                let mut replies = vec![Value::Nil; batch.len()];
-                let mut result = Ok(());
-                for key in 0..batch.names.len() {
-                    let mut pipe = redis::Pipeline::new();
-                    let mut at = Vec::new();
-                    for i in 0..batch.len() {
-                        if batch.keys[i] == key {
-                            pipe.add_command(batch.cluster_cmd(i).clone());
-                            at.push(i);
-                        }
-                    }
-                    if at.is_empty() {
-                        continue;
-                    }
-                    pipe.ignore_errors();
-                    match pipe.query_async::<Vec<Value>>(&mut conn).await {
-                        Ok(got) if got.len() == at.len() => {
-                            for (i, value) in at.into_iter().zip(got) {
-                                replies[i] = value;
-                            }
-                        }
-                        Ok(got) => {
-                            return Err(Error::corrupt(
-                                &batch.names[key],
-                                format!("{} replies to {} commands", got.len(), at.len()),
-                            ));
-                        }
-                        Err(err) => {
-                            result = Err(err);
-                            break;
-                        }
-                    }
-                }
-                result.map(|()| replies)
-            }
-        };
-        match replies {
-            Ok(mut replies) => {
-                if replies.len() == batch.len()
-                    && let Some((again, at)) = batch.noscript(&replies)
-                {
-                    let again = Box::pin(self.run_async(&again)).await?;
-                    for (i, reply) in at.into_iter().zip(again) {
-                        replies[i] = reply;
-                    }
-                }
-                batch.check(replies)
-            }
-            Err(err) => {
-                // Open a new connection for the next request (the server may have restarted).
-                *self.inner.shared.lock().await = None;
-                Err(Error::from_redis(batch.first_key(), err))
-            }
-        }
     }
 }
 

@@ -432,7 +432,7 @@ fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_a
         .create(&server)
         .unwrap();
     assert!(filter.insert("warm").unwrap());
-    let short = Server::open(&redis.url()).unwrap().with_timeout(SHORT);
+    let short = Server::builder(&redis.url()).timeout(SHORT).open().unwrap();
     let held_filter = SharedBloomFilter::open(&short, "sleepy").unwrap();
     let held_map = SharedOverwriteMap::open(&short, "sleepy-map").unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -443,8 +443,7 @@ fn a_server_holding_writes_past_the_timeout_is_an_unknown_outcome_then_answers_a
         redis.pause_writes();
         let item = format!("asleep-{round}");
         // The insert (blocking, then async) and the claim at once: each waits out its timeout
-        // (the pause outlasts them all). A blocking request waits once per command of its
-        // pipeline that the pause holds: twice for the insert's write.
+        // once (the pause outlasts them all).
         let results = std::thread::scope(|s| {
             let item = item.as_str();
             let (held_filter, held_map, runtime) = (&held_filter, &held_map, &runtime);

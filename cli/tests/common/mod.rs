@@ -32,16 +32,22 @@ pub(crate) fn start(args: &[&str]) -> Child {
 /// channel), and returns its output (the streams still piped to the test). A child still
 /// running then is killed, and the test fails: it waited for something that never came.
 pub(crate) fn wait_with_deadline(child: Child, what: &str) -> Output {
+    wait_within(child, DEADLINE, what)
+}
+
+/// [`wait_with_deadline`] with a deadline of the test's own: for a run that must end within a
+/// bound it promises.
+pub(crate) fn wait_within(child: Child, deadline: Duration, what: &str) -> Output {
     let pid = child.id();
     let (done, exited) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(child.wait_with_output());
     });
-    match exited.recv_timeout(DEADLINE) {
+    match exited.recv_timeout(deadline) {
         Ok(output) => output.unwrap(),
         Err(_) => {
             signal(pid, nix::sys::signal::Signal::SIGKILL);
-            panic!("{what}: the run did not end within {DEADLINE:?}");
+            panic!("{what}: the run did not end within {deadline:?}");
         }
     }
 }

@@ -107,6 +107,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: TempDir,
     extra: Vec<String>,
+    /// Whether [`stop`](RedisServer::stop) stopped the process (continued before a kill).
+    stopped: bool,
 }
 
 impl RedisServer {
@@ -121,6 +123,7 @@ impl RedisServer {
             child: None,
             dir: TempDir::new("server"),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            stopped: false,
         };
         server.spawn();
         server
@@ -178,8 +181,41 @@ impl RedisServer {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
 
+    /// Stops the server's process (`kill -STOP`): it keeps its socket and its connections, the
+    /// kernel still accepts new ones and takes what clients send, but nothing is answered, as
+    /// with a server hung or stalled by its host, until [`resume`](Self::resume). A stopped
+    /// server is continued before it is killed (on drop too).
+    pub fn stop(&mut self) {
+        assert!(self.signal("-STOP"), "kill -STOP the server");
+        self.stopped = true;
+    }
+
+    /// Continues a server [`stop`](Self::stop) stopped (`kill -CONT`): it answers again, on
+    /// the connections it had.
+    pub fn resume(&mut self) {
+        assert!(self.signal("-CONT"), "kill -CONT the server");
+        self.stopped = false;
+    }
+
+    /// Sends `signal` (`kill`'s spelling) to the server's process: whether it was sent.
+    fn signal(&self, signal: &str) -> bool {
+        self.child.as_ref().is_some_and(|child| {
+            Command::new("kill")
+                .arg(signal)
+                .arg(child.id().to_string())
+                .status()
+                .is_ok_and(|status| status.success())
+        })
+    }
+
     /// Kills the server at once (SIGKILL: a crash, nothing saved on the way out).
     pub fn kill(&mut self) {
+        if self.stopped {
+            // SIGKILL ends a stopped process too; continued first all the same, so that a
+            // failed kill leaves nothing stopped.
+            self.signal("-CONT");
+            self.stopped = false;
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

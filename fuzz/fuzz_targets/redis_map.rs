@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         match op % 6 {
             0 => {
                 let mut hits = Vec::new();
-                let result = map.contains_many_hashes(&hashes, &mut hits);
+                let result = map.contains_many_hashes(hashes.iter().copied(), &mut hits);
                 if let Some(n) = answered(&server, result) {
                     assert_eq!(hits.len(), hashes.len());
                     assert_eq!(n, hits.iter().filter(|&&h| h).count());
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
             }
             1 => {
                 let mut new = Vec::new();
-                let result = map.insert_many_hashes(&hashes, &mut new);
+                let result = map.insert_many_hashes(hashes.iter().copied(), &mut new);
                 if let Some(n) = answered(&server, result) {
                     assert_eq!(new.len(), hashes.len());
                     assert_eq!(n, new.iter().filter(|&&h| h).count());

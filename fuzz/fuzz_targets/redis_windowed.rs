@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
         match op % 4 {
             0 => {
                 let mut hits = Vec::new();
-                let result = filter.contains_many_hashes(&hashes, &mut hits);
+                let result = filter.contains_many_hashes(hashes.iter().copied(), &mut hits);
                 if let Some(n) = answered(&server, result) {
                     assert_eq!(hits.len(), hashes.len());
                     assert_eq!(n, hits.iter().filter(|&&h| h).count());
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
             }
             1 => {
                 let mut new = Vec::new();
-                let result = filter.insert_many_hashes(&hashes, &mut new);
+                let result = filter.insert_many_hashes(hashes.iter().copied(), &mut new);
                 if let Some(n) = answered(&server, result) {
                     assert_eq!(new.len(), hashes.len());
                     assert_eq!(n, new.iter().filter(|&&h| h).count());

@@ -14,7 +14,7 @@
 
 use redis::Value;
 
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// Format 2: every shard holds a guard byte ([`guard`](crate::guard)). Format 1 had none (a
@@ -222,42 +222,23 @@ fn found(name: &str, if_exists: IfExists) -> Result<(), Error> {
 /// same parameters is [`IfExists`]'s to decide; with others, [`Error::Mismatch`]. A lost
 /// shard under an existing description is never made again here: only a structure without a
 /// description is created.
-pub(crate) fn create_with(
+pub(crate) async fn create_with(
     server: &Server,
+    via: Via,
     name: &str,
     meta: &Meta,
     shards: &Batch,
     if_exists: IfExists,
 ) -> Result<(), Error> {
     names::check(name)?;
-    if exists(name, meta, server.run(&open_batch(name))?)? {
+    if exists(name, meta, server.send(via, &open_batch(name)).await?)? {
         return found(name, if_exists);
     }
-    server.run(shards)?;
-    if after_create(name, meta, server.run(&create_batch(name, meta))?)? {
-        Ok(())
-    } else {
-        found(name, if_exists)
-    }
-}
-
-/// [`create_with`], on the tokio connection.
-pub(crate) async fn create_with_async(
-    server: &Server,
-    name: &str,
-    meta: &Meta,
-    shards: &Batch,
-    if_exists: IfExists,
-) -> Result<(), Error> {
-    names::check(name)?;
-    if exists(name, meta, server.run_async(&open_batch(name)).await?)? {
-        return found(name, if_exists);
-    }
-    server.run_async(shards).await?;
+    server.send(via, shards).await?;
     if after_create(
         name,
         meta,
-        server.run_async(&create_batch(name, meta)).await?,
+        server.send(via, &create_batch(name, meta)).await?,
     )? {
         Ok(())
     } else {
@@ -267,21 +248,29 @@ pub(crate) async fn create_with_async(
 
 /// Creates the description of `name`, or checks that the existing one matches; whether this
 /// call created it.
-pub(crate) fn create(server: &Server, name: &str, meta: &Meta) -> Result<bool, Error> {
+pub(crate) async fn create(
+    server: &Server,
+    via: Via,
+    name: &str,
+    meta: &Meta,
+) -> Result<bool, Error> {
     names::check(name)?;
-    after_create(name, meta, server.run(&create_batch(name, meta))?)
+    after_create(
+        name,
+        meta,
+        server.send(via, &create_batch(name, meta)).await?,
+    )
 }
 
 /// Reads the description of `name`, of `like`'s kind and fields.
-pub(crate) fn open(server: &Server, name: &str, like: &Meta) -> Result<Meta, Error> {
+pub(crate) async fn open(
+    server: &Server,
+    via: Via,
+    name: &str,
+    like: &Meta,
+) -> Result<Meta, Error> {
     names::check(name)?;
-    after_open(name, like, server.run(&open_batch(name))?)
-}
-
-/// [`open`], on the tokio connection.
-pub(crate) async fn open_async(server: &Server, name: &str, like: &Meta) -> Result<Meta, Error> {
-    names::check(name)?;
-    after_open(name, like, server.run_async(&open_batch(name)).await?)
+    after_open(name, like, server.send(via, &open_batch(name)).await?)
 }
 
 #[cfg(test)]

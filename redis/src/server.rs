@@ -29,6 +29,16 @@ use crate::Error;
 /// items, short enough that a server that stopped answering does not hang a service.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Which API a request comes from, so that it takes that API's connection: the blocking API's,
+/// made and driven on the server's own runtime, or the tokio API's, made in the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// The blocking methods ([`Server::block_on`]).
+    Blocking,
+    /// The `_async` methods.
+    Async,
+}
+
 /// A Redis or Valkey deployment: one server (`redis://host:port`, `unix:///path`) or a
 /// cluster. Cheap to share: every structure opened on it keeps a reference.
 ///
@@ -495,13 +505,23 @@ impl Server {
     /// Runs `batch`, blocking: [`request`](Self::request) on the blocking API's connection,
     /// driven to its end on the calling thread. Returns one reply per command.
     pub(crate) fn run(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
-        self.block_on(self.request(&self.inner.blocking, batch))
+        self.block_on(self.send(Via::Blocking, batch))
     }
 
     /// Runs `batch` on the tokio connection, which every task shares (multiplexed):
     /// [`request`](Self::request) in the caller's runtime. Returns one reply per command.
     pub(crate) async fn run_async(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
-        self.request(&self.inner.shared, batch).await
+        self.send(Via::Async, batch).await
+    }
+
+    /// Runs `batch` on the connection of `via`'s API: the one driver of every structure's
+    /// protocol, which the blocking API drives with [`block_on`](Self::block_on) and the async
+    /// API awaits.
+    pub(crate) async fn send(&self, via: Via, batch: &Batch) -> Result<Vec<Value>, Error> {
+        match via {
+            Via::Blocking => self.request(&self.inner.blocking, batch).await,
+            Via::Async => self.request(&self.inner.shared, batch).await,
+        }
     }
 
     /// Runs `fut` to its end on the calling thread, inside this server's runtime (started

@@ -323,8 +323,10 @@ impl Shared {
             return Err(why.clone());
         }
         let done = match &self.structure {
-            Structure::Bloom(f) => f.insert_many_hashes(hashes, new),
-            Structure::Windowed { filter, .. } => filter.insert_many_hashes(hashes, new),
+            Structure::Bloom(f) => f.insert_many_hashes(hashes.iter().copied(), new),
+            Structure::Windowed { filter, .. } => {
+                filter.insert_many_hashes(hashes.iter().copied(), new)
+            }
         };
         done.map(drop).map_err(|e| {
             let why = format!(

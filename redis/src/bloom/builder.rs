@@ -7,6 +7,7 @@ use seen::sizing::{BlockedSizing, blocked};
 
 use super::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES, SharedBloomFilter};
 use crate::meta::{self, IfExists, Meta};
+use crate::server::Via;
 use crate::{Error, Server, names};
 
 /// The parameters of a [`SharedBloomFilter`] to create or open:
@@ -80,7 +81,7 @@ impl SharedBloomBuilder {
     /// the first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate
     /// outside (0, 1)); [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
-        self.create_or(server, IfExists::Fail)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Fail))
     }
 
     /// Opens the filter if one of this name and these parameters exists, else creates it: the
@@ -92,7 +93,7 @@ impl SharedBloomBuilder {
     ///
     /// As [`create`](Self::create), except that an existing filter is no error.
     pub fn open_or_create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
-        self.create_or(server, IfExists::Open)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Open))
     }
 
     /// [`create`](Self::create), on the tokio connection.
@@ -101,7 +102,7 @@ impl SharedBloomBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
-        self.create_or_async(server, IfExists::Fail).await
+        self.create_or(server, Via::Async, IfExists::Fail).await
     }
 
     /// [`open_or_create`](Self::open_or_create), on the tokio connection.
@@ -110,29 +111,19 @@ impl SharedBloomBuilder {
     ///
     /// As [`open_or_create`](Self::open_or_create).
     pub async fn open_or_create_async(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
-        self.create_or_async(server, IfExists::Open).await
+        self.create_or(server, Via::Async, IfExists::Open).await
     }
 
-    pub(super) fn create_or(
+    async fn create_or(
         &self,
         server: &Server,
+        via: Via,
         if_exists: IfExists,
     ) -> Result<SharedBloomFilter, Error> {
         let (meta, sizing, shards) = self.meta()?;
         let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        meta::create_with(server, &self.name, &meta, &filter.create_batch(), if_exists)?;
-        Ok(filter)
-    }
-
-    async fn create_or_async(
-        &self,
-        server: &Server,
-        if_exists: IfExists,
-    ) -> Result<SharedBloomFilter, Error> {
-        let (meta, sizing, shards) = self.meta()?;
-        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
-        meta::create_with_async(server, &self.name, &meta, &filter.create_batch(), if_exists)
-            .await?;
+        let shards = filter.create_batch();
+        meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
         Ok(filter)
     }
 }

@@ -13,8 +13,9 @@ use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::sizing::{BlockedSizing, blocked};
 use seen::{BloomInfo, Layout};
 
+use crate::forward::in_requests;
 use crate::meta::{self, Meta};
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 mod builder;
@@ -164,8 +165,7 @@ impl SharedBloomFilter {
     /// [`Error::Missing`] if there is none; [`Error::Mismatch`] if `name` holds another kind
     /// of structure; [`Error::Corrupt`] if its description is not this crate's.
     pub fn open(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open(server, name, &Self::like())?;
-        Self::from_meta(server, name, &stored)
+        server.block_on(Self::open_via(server, Via::Blocking, name))
     }
 
     /// [`open`](Self::open), on the tokio connection.
@@ -174,7 +174,11 @@ impl SharedBloomFilter {
     ///
     /// As [`open`](Self::open).
     pub async fn open_async(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open_async(server, name, &Self::like()).await?;
+        Self::open_via(server, Via::Async, name).await
+    }
+
+    async fn open_via(server: &Server, via: Via, name: &str) -> Result<Self, Error> {
+        let stored = meta::open(server, via, name, &Self::like()).await?;
         Self::from_meta(server, name, &stored)
     }
 
@@ -272,7 +276,7 @@ impl SharedBloomFilter {
     ///
     /// [`Error::Missing`] if a shard is lost; the server's errors.
     pub fn info(&self) -> Result<BloomInfo, Error> {
-        self.after_count(&self.server.run(&self.count_batch())?)
+        self.server.block_on(self.info_via(Via::Blocking))
     }
 
     /// [`info`](Self::info), on the tokio connection.
@@ -281,7 +285,11 @@ impl SharedBloomFilter {
     ///
     /// As [`info`](Self::info).
     pub async fn info_async(&self) -> Result<BloomInfo, Error> {
-        self.after_count(&self.server.run_async(&self.count_batch()).await?)
+        self.info_via(Via::Async).await
+    }
+
+    async fn info_via(&self, via: Via) -> Result<BloomInfo, Error> {
+        self.after_count(&self.server.send(via, &self.count_batch()).await?)
     }
 
     /// The hasher: the local filters' default [`StableHasher`], with the filter's seed.
@@ -304,140 +312,60 @@ impl SharedBloomFilter {
         (self.sizing.blocks - first).min(self.blocks_per_shard) * self.words_per_block()
     }
 
-    /// Inserts the items of `hashes`, appending to `new` whether each was new (as
-    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were. One
-    /// request (one or two round trips) per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items, so
-    /// that a batch of any size takes the memory of one request.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert); `new` is then unchanged (the requests before the one that
-    /// failed were written: their items are in the filter, unanswered).
-    pub fn insert_many_hashes(
+    /// The driver of inserts: the requests of [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items
+    /// in turn, each a read (unless the previous request's items were mostly new) and a write.
+    async fn insert_via(
         &self,
+        via: Via,
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-            let words = if self.mostly_new.load(Relaxed) {
-                vec![[0; 8]; items.len()]
-            } else {
-                let (batch, read) = self.read_batch(&items);
-                let replies = self.server.run(&batch);
-                match replies.and_then(|r| self.after_read(&items, &read, &r)) {
-                    Ok(words) => words,
-                    Err(err) => return Err(undo(new, start, err)),
-                }
-            };
-            let (batch, write) = self.write_batch(&items, &words);
-            let answers = self
-                .server
-                .run(&batch)
-                .and_then(|r| self.after_write(&items, &write, &r));
-            match answers {
-                Ok(answers) => count += self.remember(new, answers),
-                Err(err) => return Err(self.failed(new, start, err)),
-            }
-        }
-        Ok(count)
+        in_requests(hashes, new, async |chunk| {
+            self.insert_request(via, chunk).await
+        })
+        .await
     }
 
-    /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert_many_hashes`](Self::insert_many_hashes).
-    pub async fn insert_many_hashes_async(
-        &self,
-        hashes: &[Hash128],
-        new: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-            let words = if self.mostly_new.load(Relaxed) {
-                vec![[0; 8]; items.len()]
-            } else {
-                let (batch, read) = self.read_batch(&items);
-                let replies = self.server.run_async(&batch).await;
-                match replies.and_then(|r| self.after_read(&items, &read, &r)) {
-                    Ok(words) => words,
-                    Err(err) => return Err(undo(new, start, err)),
-                }
-            };
-            let (batch, write) = self.write_batch(&items, &words);
-            let answers = self
-                .server
-                .run_async(&batch)
-                .await
-                .and_then(|r| self.after_write(&items, &write, &r));
-            match answers {
-                Ok(answers) => count += self.remember(new, answers),
-                Err(err) => return Err(self.failed(new, start, err)),
+    async fn insert_request(&self, via: Via, hashes: &[Hash128]) -> Result<Vec<bool>, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let words = if self.mostly_new.load(Relaxed) {
+            vec![[0; 8]; items.len()]
+        } else {
+            let (batch, read) = self.read_batch(&items);
+            self.after_read(&items, &read, &self.server.send(via, &batch).await?)?
+        };
+        let (batch, write) = self.write_batch(&items, &words);
+        let answers = match self.server.send(via, &batch).await {
+            Ok(replies) => self.after_write(&items, &write, &replies),
+            Err(err) => Err(err),
+        };
+        match &answers {
+            Ok(answers) if !answers.is_empty() => {
+                let new = answers.iter().filter(|&&b| b).count();
+                self.mostly_new.store(new * 2 > answers.len(), Relaxed);
             }
+            Ok(_) => {}
+            // Read first next time: a read finds a lost shard without writing.
+            Err(_) => self.mostly_new.store(false, Relaxed),
         }
-        Ok(count)
+        answers
     }
 
-    /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in the
-    /// filter; returns how many are. One round trip per
-    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many_hashes(
+    /// The driver of lookups: one read per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
+    async fn contains_via(
         &self,
+        via: Via,
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-            let (batch, read) = self.read_batch(&items);
-            let words = self
-                .server
-                .run(&batch)
-                .and_then(|r| self.after_read(&items, &read, &r));
-            match words {
-                Ok(words) => count += append(hits, Self::present(&items, &words)),
-                Err(err) => return Err(undo(hits, start, err)),
-            }
-        }
-        Ok(count)
+        in_requests(hashes, hits, |chunk| self.contains_request(via, chunk)).await
     }
 
-    /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub async fn contains_many_hashes_async(
-        &self,
-        hashes: &[Hash128],
-        hits: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-            let (batch, read) = self.read_batch(&items);
-            let words = self
-                .server
-                .run_async(&batch)
-                .await
-                .and_then(|r| self.after_read(&items, &read, &r));
-            match words {
-                Ok(words) => count += append(hits, Self::present(&items, &words)),
-                Err(err) => return Err(undo(hits, start, err)),
-            }
-        }
-        Ok(count)
+    async fn contains_request(&self, via: Via, hashes: &[Hash128]) -> Result<Vec<bool>, Error> {
+        let items: Vec<Located> = hashes.iter().map(|&h| self.locate(h)).collect();
+        let (batch, read) = self.read_batch(&items);
+        let words = self.after_read(&items, &read, &self.server.send(via, &batch).await?)?;
+        Ok(Self::present(&items, &words))
     }
 
     crate::forward::item_forms!();
@@ -491,37 +419,4 @@ impl SharedBloomFilter {
         }
         self.server.run(&batch).map(drop)
     }
-}
-
-impl SharedBloomFilter {
-    /// Appends `answers` to `out` and returns how many are new, noting for the next batch
-    /// whether most were.
-    fn remember(&self, out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
-        let len = answers.len();
-        let new = append(out, answers);
-        if len > 0 {
-            self.mostly_new.store(new * 2 > len, Relaxed);
-        }
-        new
-    }
-
-    /// A failed write: `out` cut back, and the next batch reads first (a read finds a lost
-    /// shard without writing).
-    fn failed(&self, out: &mut Vec<bool>, start: usize, err: Error) -> Error {
-        self.mostly_new.store(false, Relaxed);
-        undo(out, start, err)
-    }
-}
-
-/// `err`, with `out` cut back to its `start`: a failed call answers nothing.
-fn undo(out: &mut Vec<bool>, start: usize, err: Error) -> Error {
-    out.truncate(start);
-    err
-}
-
-/// Appends `answers` to `out`; how many are `true`.
-fn append(out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
-    let count = answers.iter().filter(|&&b| b).count();
-    out.extend(answers);
-    count
 }

@@ -9,7 +9,7 @@ use seen::hash::StableHasher;
 
 use super::SharedBloomFilter;
 use crate::meta;
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// The bytes moved per `GETRANGE` or `SETRANGE` by an upload or a download.
@@ -43,7 +43,10 @@ impl SharedBloomFilter {
         let (meta, sizing, shards) = builder.meta()?;
         let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
         // Refuse early when the name is taken, before moving any bits.
-        if meta::open(server, name, &Self::like()).is_ok() {
+        if server
+            .block_on(meta::open(server, Via::Blocking, name, &Self::like()))
+            .is_ok()
+        {
             return Err(Error::Exists {
                 name: name.to_owned(),
             });
@@ -114,7 +117,7 @@ impl SharedBloomFilter {
                 server.run(&batch)?;
             }
         }
-        if !meta::create(server, name, &meta)? {
+        if !server.block_on(meta::create(server, Via::Blocking, name, &meta))? {
             // Created meanwhile with the same parameters (a mismatch is an error above): the
             // upload's bits are in it, as a union.
             return Err(Error::Exists {

@@ -10,7 +10,7 @@ use seen::hash::{ItemHasher, StableHasher};
 use super::{DEFAULT_SHARD_SLOTS, MAX_SHARD_SLOTS, SharedOverwriteMap};
 use crate::meta::{self, IfExists, Meta};
 use crate::script::Lua;
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard
@@ -101,15 +101,7 @@ impl SharedMapBuilder {
     /// first) or another kind of structure; [`Error::Local`] for a size the library refuses (0
     /// buckets, a probability outside (0, 1)); [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        meta::create_with(
-            server,
-            &self.name,
-            &meta,
-            &map.create_batch(),
-            IfExists::Fail,
-        )?;
-        Ok(map)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Fail))
     }
 
     /// Opens the map if one of this name and these parameters exists, else creates it: the
@@ -121,15 +113,7 @@ impl SharedMapBuilder {
     ///
     /// As [`create`](Self::create), except that an existing map is no error.
     pub fn open_or_create(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        meta::create_with(
-            server,
-            &self.name,
-            &meta,
-            &map.create_batch(),
-            IfExists::Open,
-        )?;
-        Ok(map)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Open))
     }
 
     /// [`create`](Self::create), on the tokio connection.
@@ -138,10 +122,7 @@ impl SharedMapBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
-        let batch = map.create_batch();
-        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Fail).await?;
-        Ok(map)
+        self.create_or(server, Via::Async, IfExists::Fail).await
     }
 
     /// [`open_or_create`](Self::open_or_create), on the tokio connection.
@@ -150,9 +131,18 @@ impl SharedMapBuilder {
     ///
     /// As [`open_or_create`](Self::open_or_create).
     pub async fn open_or_create_async(&self, server: &Server) -> Result<SharedOverwriteMap, Error> {
+        self.create_or(server, Via::Async, IfExists::Open).await
+    }
+
+    async fn create_or(
+        &self,
+        server: &Server,
+        via: Via,
+        if_exists: IfExists,
+    ) -> Result<SharedOverwriteMap, Error> {
         let (map, meta) = self.map(server)?;
-        let batch = map.create_batch();
-        meta::create_with_async(server, &self.name, &meta, &batch, IfExists::Open).await?;
+        let shards = map.create_batch();
+        meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
         Ok(map)
     }
 

@@ -18,7 +18,7 @@ use seen::hash::{Hash128, ItemHasher};
 
 use super::SharedOverwriteMap;
 use crate::script::Lua;
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server};
 
 /// The checks every script starts with, and the server's time in milliseconds as `now`.
@@ -228,10 +228,16 @@ impl SharedOverwriteMap {
     /// As [`claim`](Self::claim).
     #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
     pub fn claim_hash(&self, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
+        self.server.block_on(self.claim_via(Via::Blocking, hash))
+    }
+
+    /// One claim's request, and the claim if it got the item (its drop forgets as `via`'s API
+    /// does: blocking, or in a spawned task).
+    async fn claim_via(&self, via: Via, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
         let token = token();
         let (batch, s) = self.claim_batch(hash, &token);
-        let claimed = self.lease_answer(s, self.server.run(&batch)?)?;
-        Ok(claimed.then(|| SharedClaim::new(self, hash, token, false)))
+        let claimed = self.lease_answer(s, self.server.send(via, &batch).await?)?;
+        Ok(claimed.then(|| SharedClaim::new(self, hash, token, via == Via::Async)))
     }
 
     /// [`claim`](Self::claim), on the tokio connection. A claim from here, dropped without
@@ -256,10 +262,7 @@ impl SharedOverwriteMap {
     /// As [`claim`](Self::claim).
     #[must_use = "dropping the claim at once forgets the item: bind it and `commit` it"]
     pub async fn claim_hash_async(&self, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
-        let token = token();
-        let (batch, s) = self.claim_batch(hash, &token);
-        let claimed = self.lease_answer(s, self.server.run_async(&batch).await?)?;
-        Ok(claimed.then(|| SharedClaim::new(self, hash, token, true)))
+        self.claim_via(Via::Async, hash).await
     }
 }
 
@@ -351,12 +354,9 @@ impl<'a> SharedClaim<'a> {
     ///
     /// The server's errors: the lease then stays until it ends, and the item's redelivery is
     /// processed again after it. The claim is spent either way (it never forgets the item).
-    pub fn commit(mut self) -> Result<bool, Error> {
-        let Some(hash) = self.hash.take() else {
-            return Ok(false);
-        };
-        let (batch, s) = self.commit_batch(hash);
-        self.map.lease_answer(s, self.map.server.run(&batch)?)
+    pub fn commit(self) -> Result<bool, Error> {
+        let server = self.map.server.clone();
+        server.block_on(self.commit_via(Via::Blocking))
     }
 
     /// [`commit`](Self::commit), on the tokio connection.
@@ -364,13 +364,17 @@ impl<'a> SharedClaim<'a> {
     /// # Errors
     ///
     /// As [`commit`](Self::commit).
-    pub async fn commit_async(mut self) -> Result<bool, Error> {
+    pub async fn commit_async(self) -> Result<bool, Error> {
+        self.commit_via(Via::Async).await
+    }
+
+    async fn commit_via(mut self, via: Via) -> Result<bool, Error> {
         let Some(hash) = self.hash.take() else {
             return Ok(false);
         };
         let (batch, s) = self.commit_batch(hash);
         self.map
-            .lease_answer(s, self.map.server.run_async(&batch).await?)
+            .lease_answer(s, self.map.server.send(via, &batch).await?)
     }
 
     /// Extends the lease to [`lease`](SharedOverwriteMap::lease) from now, for processing
@@ -381,11 +385,7 @@ impl<'a> SharedClaim<'a> {
     ///
     /// The server's errors; the lease is then unchanged.
     pub fn renew(&self) -> Result<bool, Error> {
-        let Some(hash) = self.hash else {
-            return Ok(false);
-        };
-        let (batch, s) = self.renew_batch(hash);
-        self.map.lease_answer(s, self.map.server.run(&batch)?)
+        self.map.server.block_on(self.renew_via(Via::Blocking))
     }
 
     /// [`renew`](Self::renew), on the tokio connection.
@@ -394,12 +394,16 @@ impl<'a> SharedClaim<'a> {
     ///
     /// As [`renew`](Self::renew).
     pub async fn renew_async(&self) -> Result<bool, Error> {
+        self.renew_via(Via::Async).await
+    }
+
+    async fn renew_via(&self, via: Via) -> Result<bool, Error> {
         let Some(hash) = self.hash else {
             return Ok(false);
         };
         let (batch, s) = self.renew_batch(hash);
         self.map
-            .lease_answer(s, self.map.server.run_async(&batch).await?)
+            .lease_answer(s, self.map.server.send(via, &batch).await?)
     }
 
     /// Processing failed: forgets the item now, as dropping the claim would, and returns
@@ -412,13 +416,8 @@ impl<'a> SharedClaim<'a> {
     /// The server's errors; the claim then stays armed (calling `forget` again, or the drop,
     /// tries again).
     pub fn forget(&mut self) -> Result<bool, Error> {
-        let Some(hash) = self.hash else {
-            return Ok(false);
-        };
-        let (batch, s) = self.release_batch(hash);
-        let erased = self.map.lease_answer(s, self.map.server.run(&batch)?)?;
-        self.hash = None;
-        Ok(erased)
+        let server = self.map.server.clone();
+        server.block_on(self.forget_via(Via::Blocking))
     }
 
     /// [`forget`](Self::forget), on the tokio connection: what async code calls when processing
@@ -428,13 +427,17 @@ impl<'a> SharedClaim<'a> {
     ///
     /// As [`forget`](Self::forget).
     pub async fn forget_async(&mut self) -> Result<bool, Error> {
+        self.forget_via(Via::Async).await
+    }
+
+    async fn forget_via(&mut self, via: Via) -> Result<bool, Error> {
         let Some(hash) = self.hash else {
             return Ok(false);
         };
         let (batch, s) = self.release_batch(hash);
         let erased = self
             .map
-            .lease_answer(s, self.map.server.run_async(&batch).await?)?;
+            .lease_answer(s, self.map.server.send(via, &batch).await?)?;
         self.hash = None;
         Ok(erased)
     }

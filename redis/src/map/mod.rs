@@ -14,8 +14,9 @@ use seen::builder::MapSize;
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
+use crate::forward::in_requests;
 use crate::meta::{self, Meta};
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 mod builder;
@@ -205,8 +206,7 @@ impl SharedOverwriteMap {
     /// [`Error::Missing`] if there is none; [`Error::Mismatch`] if `name` holds another kind of
     /// structure; [`Error::Corrupt`] if its description is not this crate's.
     pub fn open(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open(server, name, &describe(1, 1, 0))?;
-        Self::from_meta(server, name, &stored)
+        server.block_on(Self::open_via(server, Via::Blocking, name))
     }
 
     /// [`open`](Self::open), on the tokio connection.
@@ -215,7 +215,11 @@ impl SharedOverwriteMap {
     ///
     /// As [`open`](Self::open).
     pub async fn open_async(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open_async(server, name, &describe(1, 1, 0)).await?;
+        Self::open_via(server, Via::Async, name).await
+    }
+
+    async fn open_via(server: &Server, via: Via, name: &str) -> Result<Self, Error> {
+        let stored = meta::open(server, via, name, &describe(1, 1, 0)).await?;
         Self::from_meta(server, name, &stored)
     }
 
@@ -316,152 +320,46 @@ impl SharedOverwriteMap {
             .build()?)
     }
 
-    /// Inserts the items of `hashes` (from [`hasher`](Self::hasher)), appending to `new`
-    /// whether each was new; returns how many were. One round trip.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub fn insert_many_hashes(
+    /// The driver of inserts: one `BITFIELD` swap per shard touched and 512 items, per
+    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
+    async fn insert_via(
         &self,
+        via: Via,
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = (|| {
-                let items = self.locate_all(chunk);
-                let (batch, at) = self.batch(&items, true);
-                let old = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
-                Ok::<_, Error>(
-                    items
-                        .iter()
-                        .zip(old)
-                        .map(|(item, old)| old != item.fingerprint)
-                        .collect::<Vec<_>>(),
-                )
-            })();
-            match answers {
-                Ok(answers) => count += append(new, answers.into_iter()),
-                Err(err) => {
-                    new.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
+        in_requests(hashes, new, |chunk| async move {
+            let items = self.locate_all(chunk);
+            let (batch, at) = self.batch(&items, true);
+            let old = self.slot_values(&items, &at, &self.server.send(via, &batch).await?)?;
+            Ok(items
+                .iter()
+                .zip(old)
+                .map(|(item, old)| old != item.fingerprint)
+                .collect())
+        })
+        .await
     }
 
-    /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub async fn insert_many_hashes_async(
+    /// The driver of lookups: one `BITFIELD_RO` per shard touched and 512 items, per
+    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items.
+    async fn contains_via(
         &self,
-        hashes: &[Hash128],
-        new: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = async {
-                let items = self.locate_all(chunk);
-                let (batch, at) = self.batch(&items, true);
-                let old = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
-                Ok::<_, Error>(
-                    items
-                        .iter()
-                        .zip(old)
-                        .map(|(item, old)| old != item.fingerprint)
-                        .collect::<Vec<_>>(),
-                )
-            }
-            .await;
-            match answers {
-                Ok(answers) => count += append(new, answers.into_iter()),
-                Err(err) => {
-                    new.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
-    }
-
-    /// Looks up the items of `hashes`, appending to `hits` whether each is remembered; returns
-    /// how many are. One round trip.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many_hashes(
-        &self,
+        via: Via,
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = (|| {
-                let items = self.locate_all(chunk);
-                let (batch, at) = self.batch(&items, false);
-                let held = self.slot_values(&items, &at, &self.server.run(&batch)?)?;
-                Ok::<_, Error>(
-                    items
-                        .iter()
-                        .zip(held)
-                        .map(|(item, held)| held == item.fingerprint)
-                        .collect::<Vec<_>>(),
-                )
-            })();
-            match answers {
-                Ok(answers) => count += append(hits, answers.into_iter()),
-                Err(err) => {
-                    hits.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
-    }
-
-    /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub async fn contains_many_hashes_async(
-        &self,
-        hashes: &[Hash128],
-        hits: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = async {
-                let items = self.locate_all(chunk);
-                let (batch, at) = self.batch(&items, false);
-                let held = self.slot_values(&items, &at, &self.server.run_async(&batch).await?)?;
-                Ok::<_, Error>(
-                    items
-                        .iter()
-                        .zip(held)
-                        .map(|(item, held)| held == item.fingerprint)
-                        .collect::<Vec<_>>(),
-                )
-            }
-            .await;
-            match answers {
-                Ok(answers) => count += append(hits, answers.into_iter()),
-                Err(err) => {
-                    hits.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
+        in_requests(hashes, hits, |chunk| async move {
+            let items = self.locate_all(chunk);
+            let (batch, at) = self.batch(&items, false);
+            let held = self.slot_values(&items, &at, &self.server.send(via, &batch).await?)?;
+            Ok(items
+                .iter()
+                .zip(held)
+                .map(|(item, held)| held == item.fingerprint)
+                .collect())
+        })
+        .await
     }
 
     crate::forward::item_forms!();
@@ -510,8 +408,7 @@ impl SharedOverwriteMap {
     ///
     /// As [`forget`](Self::forget).
     pub fn forget_hash(&self, hash: Hash128) -> Result<bool, Error> {
-        let (batch, key) = self.forget_batch(hash);
-        self.after_forget(key, self.server.run(&batch)?)
+        self.server.block_on(self.forget_via(Via::Blocking, hash))
     }
 
     /// [`forget`](Self::forget), on the tokio connection.
@@ -529,8 +426,12 @@ impl SharedOverwriteMap {
     ///
     /// As [`forget`](Self::forget).
     pub async fn forget_hash_async(&self, hash: Hash128) -> Result<bool, Error> {
+        self.forget_via(Via::Async, hash).await
+    }
+
+    async fn forget_via(&self, via: Via, hash: Hash128) -> Result<bool, Error> {
         let (batch, key) = self.forget_batch(hash);
-        self.after_forget(key, self.server.run_async(&batch).await?)
+        self.after_forget(key, self.server.send(via, &batch).await?)
     }
 
     /// Deletes the map: its description first (so that no process opens it any more), then its
@@ -551,11 +452,4 @@ impl SharedOverwriteMap {
         }
         self.server.run(&batch).map(drop)
     }
-}
-
-/// Appends `answers` to `out`; how many are `true`.
-fn append(out: &mut Vec<bool>, answers: impl Iterator<Item = bool>) -> usize {
-    let before = out.len();
-    out.extend(answers);
-    out[before..].iter().filter(|&&b| b).count()
 }

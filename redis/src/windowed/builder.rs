@@ -11,10 +11,10 @@ use seen::sizing::{BlockedSizing, MAX_GENERATIONS, blocked, window};
 
 use super::SharedWindowedFilter;
 use super::scripts::CREATE_LEDGER;
-use super::time::{Time, server_time, server_time_async};
+use super::time::{Time, server_time};
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
 use crate::meta::{self, IfExists, Meta};
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// The parameters of a [`SharedWindowedFilter`] to create: [`SharedWindowedFilter::builder`].
@@ -155,7 +155,7 @@ impl SharedWindowBuilder {
     /// outside (0, 1), more than 62 periods, a period under a millisecond);
     /// [`Error::InvalidName`]; the server's errors.
     pub fn create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
-        self.create_or(server, IfExists::Fail)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Fail))
     }
 
     /// Opens the filter if one of this name and these parameters exists, else creates it: the
@@ -166,7 +166,7 @@ impl SharedWindowBuilder {
     ///
     /// As [`create`](Self::create), except that an existing filter is no error.
     pub fn open_or_create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
-        self.create_or(server, IfExists::Open)
+        server.block_on(self.create_or(server, Via::Blocking, IfExists::Open))
     }
 
     /// [`create`](Self::create), on the tokio connection.
@@ -175,7 +175,7 @@ impl SharedWindowBuilder {
     ///
     /// As [`create`](Self::create).
     pub async fn create_async(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
-        self.create_or_async(server, IfExists::Fail).await
+        self.create_or(server, Via::Async, IfExists::Fail).await
     }
 
     /// [`open_or_create`](Self::open_or_create), on the tokio connection.
@@ -187,36 +187,22 @@ impl SharedWindowBuilder {
         &self,
         server: &Server,
     ) -> Result<SharedWindowedFilter, Error> {
-        self.create_or_async(server, IfExists::Open).await
+        self.create_or(server, Via::Async, IfExists::Open).await
     }
 
-    pub(super) fn create_or(
+    async fn create_or(
         &self,
         server: &Server,
+        via: Via,
         if_exists: IfExists,
     ) -> Result<SharedWindowedFilter, Error> {
         let params = self.params()?;
         let ledgers = ledgers_batch(&self.name, params.shards);
-        meta::create_with(server, &self.name, &describe(&params), &ledgers, if_exists)?;
+        let meta = describe(&params);
+        meta::create_with(server, via, &self.name, &meta, &ledgers, if_exists).await?;
         let time = match &self.clock {
             Some(clock) => Time::Clock(clock.clone()),
-            None => Time::Server(Mutex::new(server_time(server, &self.name)?)),
-        };
-        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
-    }
-
-    pub(super) async fn create_or_async(
-        &self,
-        server: &Server,
-        if_exists: IfExists,
-    ) -> Result<SharedWindowedFilter, Error> {
-        let params = self.params()?;
-        let ledgers = ledgers_batch(&self.name, params.shards);
-        meta::create_with_async(server, &self.name, &describe(&params), &ledgers, if_exists)
-            .await?;
-        let time = match &self.clock {
-            Some(clock) => Time::Clock(clock.clone()),
-            None => Time::Server(Mutex::new(server_time_async(server, &self.name).await?)),
+            None => Time::Server(Mutex::new(server_time(server, via, &self.name).await?)),
         };
         Ok(SharedWindowedFilter::new(server, &self.name, params, time))
     }

@@ -7,7 +7,7 @@ use seen::BloomInfo;
 use super::SharedWindowedFilter;
 use super::scripts::CHECK;
 use crate::Error;
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 
 impl SharedWindowedFilter {
     /// The request that counts the bits set of generations `from ..= to` in every shard
@@ -117,10 +117,7 @@ impl SharedWindowedFilter {
     ///
     /// [`Error::Missing`] if a live generation or a ledger is lost; the server's errors.
     pub fn info(&self) -> Result<BloomInfo, Error> {
-        let g = self.now()?.generation;
-        let from = g.saturating_sub(u64::from(self.periods));
-        let replies = self.server.run(&self.count_batch(from, g))?;
-        Ok(self.window_info(&self.after_count(from, g, &replies)?))
+        self.server.block_on(self.info_via(Via::Blocking))
     }
 
     /// [`info`](Self::info), on the tokio connection.
@@ -129,9 +126,13 @@ impl SharedWindowedFilter {
     ///
     /// As [`info`](Self::info).
     pub async fn info_async(&self) -> Result<BloomInfo, Error> {
-        let g = self.now_async().await?.generation;
+        self.info_via(Via::Async).await
+    }
+
+    async fn info_via(&self, via: Via) -> Result<BloomInfo, Error> {
+        let g = self.now(via).await?.generation;
         let from = g.saturating_sub(u64::from(self.periods));
-        let replies = self.server.run_async(&self.count_batch(from, g)).await?;
+        let replies = self.server.send(via, &self.count_batch(from, g)).await?;
         Ok(self.window_info(&self.after_count(from, g, &replies)?))
     }
 

@@ -16,8 +16,9 @@ use seen::clock::Clock;
 use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::sizing::BlockedSizing;
 
+use crate::forward::in_requests;
 use crate::meta::{self, Meta};
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 mod builder;
@@ -29,7 +30,7 @@ mod time;
 pub use builder::SharedWindowBuilder;
 use builder::{Params, describe, generation_sizing};
 use protocol::Located;
-use time::{Time, server_time, server_time_async};
+use time::{Time, server_time};
 
 /// A Bloom filter of the last `n` periods that every process and machine opening it by name
 /// shares: the window semantics of a local [`WindowedBloomFilter`](seen::WindowedBloomFilter)
@@ -225,10 +226,7 @@ impl SharedWindowedFilter {
     /// [`Error::Missing`] if there is none; [`Error::Mismatch`] if `name` holds another kind
     /// of structure; [`Error::Corrupt`] if its description is not this crate's.
     pub fn open(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open(server, name, &Self::like())?;
-        let params = Self::from_meta(name, &stored)?;
-        let time = Time::Server(Mutex::new(server_time(server, name)?));
-        Ok(Self::new(server, name, params, time))
+        server.block_on(Self::open_via(server, Via::Blocking, name))
     }
 
     /// [`open`](Self::open), on the tokio connection.
@@ -237,9 +235,13 @@ impl SharedWindowedFilter {
     ///
     /// As [`open`](Self::open).
     pub async fn open_async(server: &Server, name: &str) -> Result<Self, Error> {
-        let stored = meta::open_async(server, name, &Self::like()).await?;
+        Self::open_via(server, Via::Async, name).await
+    }
+
+    async fn open_via(server: &Server, via: Via, name: &str) -> Result<Self, Error> {
+        let stored = meta::open(server, via, name, &Self::like()).await?;
         let params = Self::from_meta(name, &stored)?;
-        let time = Time::Server(Mutex::new(server_time_async(server, name).await?));
+        let time = Time::Server(Mutex::new(server_time(server, via, name).await?));
         Ok(Self::new(server, name, params, time))
     }
 
@@ -399,138 +401,44 @@ impl SharedWindowedFilter {
         names::shard(&self.name, shard, &format!("g{generation}"))
     }
 
-    /// Inserts the items of `hashes`, appending to `new` whether each was new (as
-    /// [`insert`](Self::insert) would say, one by one, in order); returns how many were.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub fn insert_many_hashes(
+    /// The driver of inserts: per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items, the read of
+    /// every live generation and the insert scripts for the items it did not find.
+    async fn insert_via(
         &self,
+        via: Via,
         hashes: &[Hash128],
         new: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = (|| {
-                let now = self.now()?;
-                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-                let (batch, read) = self.read_batch(&items, now);
-                let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
-                let (batch, whose) = self.write_batch(&items, &words, &read, now);
-                let replies = self.server.run(&batch)?;
-                self.after_write(items.len(), &whose, now, &items, &replies)
-            })();
-            match answers {
-                Ok(answers) => count += append(new, answers),
-                Err(err) => {
-                    new.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
+        in_requests(hashes, new, |chunk| async move {
+            let now = self.now(via).await?;
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let (batch, read) = self.read_batch(&items, now);
+            let replies = self.server.send(via, &batch).await?;
+            let words = self.after_read(&items, &read, now, &replies)?;
+            let (batch, whose) = self.write_batch(&items, &words, &read, now);
+            let replies = self.server.send(via, &batch).await?;
+            self.after_write(items.len(), &whose, now, &items, &replies)
+        })
+        .await
     }
 
-    /// [`insert_many_hashes`](Self::insert_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`insert`](Self::insert); `new` is then unchanged.
-    pub async fn insert_many_hashes_async(
+    /// The driver of lookups: per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items, the read of
+    /// every live generation.
+    async fn contains_via(
         &self,
-        hashes: &[Hash128],
-        new: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = new.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let answers = async {
-                let now = self.now_async().await?;
-                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-                let (batch, read) = self.read_batch(&items, now);
-                let replies = self.server.run_async(&batch).await?;
-                let words = self.after_read(&items, &read, now, &replies)?;
-                let (batch, whose) = self.write_batch(&items, &words, &read, now);
-                let replies = self.server.run_async(&batch).await?;
-                self.after_write(items.len(), &whose, now, &items, &replies)
-            }
-            .await;
-            match answers {
-                Ok(answers) => count += append(new, answers),
-                Err(err) => {
-                    new.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
-    }
-
-    /// Looks up the items of `hashes`, appending to `hits` whether each is possibly in a live
-    /// generation; returns how many are. One round trip.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub fn contains_many_hashes(
-        &self,
+        via: Via,
         hashes: &[Hash128],
         hits: &mut Vec<bool>,
     ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let found = (|| {
-                let now = self.now()?;
-                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-                let (batch, read) = self.read_batch(&items, now);
-                let words = self.after_read(&items, &read, now, &self.server.run(&batch)?)?;
-                Ok(Self::all_found(&items, &words))
-            })();
-            match found {
-                Ok(found) => count += append(hits, found),
-                Err(err) => {
-                    hits.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
-    }
-
-    /// [`contains_many_hashes`](Self::contains_many_hashes), on the tokio connection.
-    ///
-    /// # Errors
-    ///
-    /// As [`contains`](Self::contains); `hits` is then unchanged.
-    pub async fn contains_many_hashes_async(
-        &self,
-        hashes: &[Hash128],
-        hits: &mut Vec<bool>,
-    ) -> Result<usize, Error> {
-        let start = hits.len();
-        let mut count = 0;
-        for chunk in hashes.chunks(crate::REQUEST_ITEMS) {
-            let found = async {
-                let now = self.now_async().await?;
-                let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
-                let (batch, read) = self.read_batch(&items, now);
-                let replies = self.server.run_async(&batch).await?;
-                let words = self.after_read(&items, &read, now, &replies)?;
-                Ok::<_, Error>(Self::all_found(&items, &words))
-            }
-            .await;
-            match found {
-                Ok(found) => count += append(hits, found),
-                Err(err) => {
-                    hits.truncate(start);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(count)
+        in_requests(hashes, hits, |chunk| async move {
+            let now = self.now(via).await?;
+            let items: Vec<Located> = chunk.iter().map(|&h| self.locate(h)).collect();
+            let (batch, read) = self.read_batch(&items, now);
+            let replies = self.server.send(via, &batch).await?;
+            let words = self.after_read(&items, &read, now, &replies)?;
+            Ok(Self::all_found(&items, &words))
+        })
+        .await
     }
 
     crate::forward::item_forms!();
@@ -568,7 +476,7 @@ impl SharedWindowedFilter {
     ///
     /// The server's errors.
     pub fn destroy(self) -> Result<(), Error> {
-        let g = self.now()?.generation;
+        let g = self.generation()?;
         let mut batch = Batch::default();
         let meta = names::meta(&self.name);
         let k = batch.key(&meta);
@@ -597,11 +505,4 @@ impl SharedWindowedFilter {
         }
         self.server.run(&batch).map(drop)
     }
-}
-
-/// Appends `answers` to `out`; how many are `true`.
-fn append(out: &mut Vec<bool>, answers: Vec<bool>) -> usize {
-    let count = answers.iter().filter(|&&b| b).count();
-    out.extend(answers);
-    count
 }

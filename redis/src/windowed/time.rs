@@ -9,7 +9,7 @@ use seen::clock::Clock;
 
 use super::SharedWindowedFilter;
 use super::scripts::TIME;
-use crate::server::Batch;
+use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// How often a handle on the server's time reads `TIME` again, so that its monotonic clock's
@@ -67,14 +67,10 @@ pub(super) fn after_time(name: &str, sent: Instant, replies: &[Value]) -> Result
     })
 }
 
-pub(super) fn server_time(server: &Server, name: &str) -> Result<Synced, Error> {
+/// The server's time, read now.
+pub(super) async fn server_time(server: &Server, via: Via, name: &str) -> Result<Synced, Error> {
     let sent = Instant::now();
-    after_time(name, sent, &server.run(&time_batch(name))?)
-}
-
-pub(super) async fn server_time_async(server: &Server, name: &str) -> Result<Synced, Error> {
-    let sent = Instant::now();
-    after_time(name, sent, &server.run_async(&time_batch(name)).await?)
+    after_time(name, sent, &server.send(via, &time_batch(name)).await?)
 }
 
 /// A moment of the filter: the generation and the time it was computed from.
@@ -92,7 +88,7 @@ impl SharedWindowedFilter {
     ///
     /// The server's errors, when it is time to read `TIME` again.
     pub fn generation(&self) -> Result<u64, Error> {
-        Ok(self.now()?.generation)
+        Ok(self.server.block_on(self.now(Via::Blocking))?.generation)
     }
 
     pub(super) fn moment(&self, time: Duration) -> Now {
@@ -127,17 +123,11 @@ impl SharedWindowedFilter {
         self.moment(fresh.server.saturating_add(fresh.at.elapsed()))
     }
 
-    pub(super) fn now(&self) -> Result<Now, Error> {
+    /// The time now, reading the server's `TIME` again when it is due.
+    pub(super) async fn now(&self, via: Via) -> Result<Now, Error> {
         match self.cached_now() {
             Some(now) => Ok(now),
-            None => Ok(self.store_sync(server_time(&self.server, &self.name)?)),
-        }
-    }
-
-    pub(super) async fn now_async(&self) -> Result<Now, Error> {
-        match self.cached_now() {
-            Some(now) => Ok(now),
-            None => Ok(self.store_sync(server_time_async(&self.server, &self.name).await?)),
+            None => Ok(self.store_sync(server_time(&self.server, via, &self.name).await?)),
         }
     }
 }

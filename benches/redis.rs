@@ -5,8 +5,10 @@
 //! tests' harness, `redis/test-server/`: a Unix socket in a temporary directory, no
 //! persistence), and kills it at the end. Each case starts from an empty server (`FLUSHALL`),
 //! so every case holds the same `ITEMS` ids of about 50 bytes (`msg-` and 45 hex digits), and
-//! runs with 1, 4 and 32 client threads (blocking API, one connection per thread), the ids
-//! split into contiguous ranges, each thread sending batches of `BATCH` ids:
+//! runs with 1, 4 and 32 client threads (blocking API: the baselines with one connection per
+//! thread, the filter's threads on one `Server`, whose blocking calls share its one
+//! multiplexed connection), the ids split into contiguous ranges, each thread sending batches
+//! of `BATCH` ids:
 //!
 //! - `bloom insert new` / `bloom insert repeated` / `bloom contains`: a `SharedBloomFilter` of
 //!   capacity `ITEMS` at 1% (word layout, the default), `insert_many` of the ids, then

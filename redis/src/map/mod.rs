@@ -435,16 +435,17 @@ impl SharedOverwriteMap {
     }
 
     /// Deletes the map: its description first (so that no process opens it any more), then its
-    /// shards. Processes that have it open get [`Error::Missing`] (a write of theirs may leave a
-    /// short key without the guard byte behind; creating the map again replaces it, deleting
-    /// the map again removes it).
+    /// shards and their leases. Processes that have it open get [`Error::Missing`] (a write of
+    /// theirs may leave a short key without the guard byte behind; creating the map again
+    /// replaces it, deleting the map again removes it).
     ///
     /// # Errors
     ///
     /// The server's errors.
     pub fn destroy(self) -> Result<(), Error> {
         let mut batch = Batch::default();
-        for key in std::iter::once(names::meta(&self.name)).chain(self.keys.iter().cloned()) {
+        let keys = self.keys.iter().chain(&self.leases).cloned();
+        for key in std::iter::once(names::meta(&self.name)).chain(keys) {
             let k = batch.key(&key);
             let mut cmd = redis::cmd("DEL");
             cmd.arg(&key);

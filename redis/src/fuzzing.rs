@@ -205,7 +205,8 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
             }
         }
         // Creations: their replies are not read.
-        "shard create" | "map create" | "ledger create" => Ok(()),
+        "shard create" | "map create" | "ledger create" => int(&|n| (-1..=1).contains(&n)),
+        "upload merge" => int(&|n| n == 0 || n == 1),
         "forget" => int(&|n| (-1..=1).contains(&n)),
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
         "window check" => int(&|n| n >= -2 && n < keys as i64),

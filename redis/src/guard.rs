@@ -13,9 +13,16 @@
 //!   A lost shard therefore stays lost until the structure is destroyed and created again; no
 //!   write ever brings it back as an empty one.
 //!
-//! A shard is created by [`CREATE`]: a shard that holds its guard is kept (a racing creator
-//! made it, or only the description was lost), any other value under the key (one re-created
-//! by a write after a loss) is replaced by an empty shard with its guard, in one script.
+//! The guard is the first of 8 bytes, `\x01SEENGRD`, written together: a key a write made
+//! again after a loss ends in data, never in those 8 bytes, so a shard of this crate (of any
+//! parameters) is told from such a key by its last 8 bytes.
+//!
+//! A shard is created by [`CREATE`]: a shard that holds its guard at this shard's offset is
+//! kept (a racing creator of the same parameters made it, or only the description was lost);
+//! a key that ends in a guard elsewhere is another structure's shard (a creator of other
+//! parameters racing under the same name) and is left as it is, the create failing; any other
+//! key under the name (one a write made again after a loss) is replaced by an empty shard with
+//! its guard, in one script.
 
 use std::sync::LazyLock;
 
@@ -29,11 +36,15 @@ use crate::server::Batch;
 pub(crate) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "shard create",
-        r"-- KEYS[1]: a shard. ARGV[1]: its guard byte's offset.
--- Returns 1 if it created the shard, 0 if the shard was there with its guard.
-if redis.call('GETRANGE', KEYS[1], ARGV[1], ARGV[1]) == '\1' then return 0 end
+        r"-- KEYS[1]: a shard. ARGV[1]: its guard's offset.
+-- Returns 1 if it created the shard, 0 if the shard was there with its guard, -1 if the key is
+-- another structure's shard (its guard elsewhere), left untouched.
+local at = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], at, at + 7) == '\1SEENGRD' then return 0 end
+local len = redis.call('STRLEN', KEYS[1])
+if len >= 8 and redis.call('GETRANGE', KEYS[1], len - 8, len - 1) == '\1SEENGRD' then return -1 end
 redis.call('DEL', KEYS[1])
-redis.call('SETRANGE', KEYS[1], ARGV[1], '\1')
+redis.call('SETRANGE', KEYS[1], at, '\1SEENGRD')
 return 1",
     )
 });

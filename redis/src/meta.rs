@@ -234,7 +234,19 @@ pub(crate) async fn create_with(
     if exists(name, meta, server.send(via, &open_batch(name)).await?)? {
         return found(name, if_exists);
     }
-    server.send(via, shards).await?;
+    let made = server.send(via, shards).await?;
+    if let Some(i) = made.iter().position(|r| matches!(r, Value::Int(-1))) {
+        // Another structure's shard is in the way (a creator of other parameters racing under
+        // this name): left as it is. Its description, once written, says which.
+        if exists(name, meta, server.send(via, &open_batch(name)).await?)? {
+            return found(name, if_exists);
+        }
+        return Err(Error::corrupt(
+            shards.key_of(i),
+            "holds a shard of another structure of this name (one of other parameters being \
+             created at the same time): left as it is",
+        ));
+    }
     if after_create(
         name,
         meta,

@@ -294,6 +294,13 @@ impl Batch {
         &self.cmds
     }
 
+    /// The key command `i` is about.
+    pub(crate) fn key_of(&self, i: usize) -> &str {
+        self.keys
+            .get(i)
+            .map_or("(no key)", |&k| self.names[k].as_str())
+    }
+
     pub(crate) fn first_key(&self) -> &str {
         self.keys
             .first()

@@ -27,7 +27,8 @@ use builder::{describe, no_empty_shard};
 use protocol::Located;
 
 /// The most a shard may hold: the server addresses a string's bits with offsets below 2^32.
-pub(crate) const MAX_SHARD_BYTES: u64 = 512 << 20;
+/// (Bit offsets below 2^32: 512 MiB, less room for a block's rounding and the 8 guard bytes.)
+pub(crate) const MAX_SHARD_BYTES: u64 = (512 << 20) - 128;
 
 /// The size a shard is cut to unless the caller asks for more shards.
 pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;

@@ -2,6 +2,7 @@
 //! byte: [`upload`](SharedBloomFilter::upload) and [`download`](SharedBloomFilter::download).
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use redis::Value;
 use seen::AtomicBloomFilter;
@@ -9,8 +10,21 @@ use seen::hash::StableHasher;
 
 use super::SharedBloomFilter;
 use crate::meta;
+use crate::script::Lua;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
+
+/// An upload's merge of one shard: `KEYS[1]` the shard, `KEYS[2]` the upload's temporary key
+/// of it. 1 once ORed in and deleted; 0 if the temporary key is gone (nothing written).
+static MERGE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "upload merge",
+        r"if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[2])
+return 1",
+    )
+});
 
 /// The bytes moved per `GETRANGE` or `SETRANGE` by an upload or a download.
 const TRANSFER_BYTES: u64 = 1 << 20;
@@ -43,13 +57,15 @@ impl SharedBloomFilter {
         let (meta, sizing, shards) = builder.meta()?;
         let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
         // Refuse early when the name is taken, before moving any bits.
-        if server
-            .block_on(meta::open(server, Via::Blocking, name, &Self::like()))
-            .is_ok()
-        {
-            return Err(Error::Exists {
-                name: name.to_owned(),
-            });
+        // (A description of another kind is a `Mismatch`, and any other error is this one's.)
+        match server.block_on(meta::open(server, Via::Blocking, name, &Self::like())) {
+            Err(Error::Missing { .. }) => {}
+            Ok(_) => {
+                return Err(Error::Exists {
+                    name: name.to_owned(),
+                });
+            }
+            Err(err) => return Err(err),
         }
         // Temporary keys of this upload only (two uploads racing for one name must not
         // delete each other's), in each shard's slot.
@@ -97,24 +113,27 @@ impl SharedBloomFilter {
         // One command per request: a cluster pipeline refuses commands of two keys (these
         // share a slot). The description comes last, so that no process opens the filter
         // before all its bits are in.
-        server.run(&filter.create_batch())?;
+        let made = server.run(&filter.create_batch())?;
+        if let Some(i) = made.iter().position(|r| matches!(r, Value::Int(-1))) {
+            return Err(Error::corrupt(
+                &filter.keys[i],
+                "holds a shard of another structure of this name: left as it is",
+            ));
+        }
         for (key, temp) in filter.keys.iter().zip(&temp) {
-            for cmd in [
-                {
-                    let mut c = redis::cmd("BITOP");
-                    c.arg("OR").arg(key).arg(key).arg(temp);
-                    c
-                },
-                {
-                    let mut c = redis::cmd("DEL");
-                    c.arg(temp);
-                    c
-                },
-            ] {
-                let mut batch = Batch::default();
-                let k = batch.key(key);
-                batch.push(k, cmd);
-                server.run(&batch)?;
+            // One script: a temporary key lost since it was written (an eviction, a
+            // `FLUSHALL`) fails the upload, never ORs nothing into the shard.
+            let mut batch = Batch::default();
+            let k = batch.key(key);
+            batch.push_script(k, &MERGE, &[key, temp], &[]);
+            match server.run(&batch)?.first() {
+                Some(Value::Int(1)) => {}
+                _ => {
+                    return Err(Error::Missing {
+                        name: name.to_owned(),
+                        key: temp.clone(),
+                    });
+                }
             }
         }
         if !server.block_on(meta::create(server, Via::Blocking, name, &meta))? {

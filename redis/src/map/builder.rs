@@ -19,11 +19,18 @@ use crate::{Error, Server, names};
 pub(super) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "map create",
-        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard byte's offset.
+        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard's offset.
+-- Returns 1 if it made the shard or its leases, 0 if both were there with their guards, -1 if
+-- the key is another structure's shard (its guard elsewhere), left untouched.
+local at = tonumber(ARGV[1])
 local made = 0
-if redis.call('GETRANGE', KEYS[1], ARGV[1], ARGV[1]) ~= '\1' then
+if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= '\1SEENGRD' then
+  local len = redis.call('STRLEN', KEYS[1])
+  if len >= 8 and redis.call('GETRANGE', KEYS[1], len - 8, len - 1) == '\1SEENGRD' then
+    return -1
+  end
   redis.call('DEL', KEYS[1])
-  redis.call('SETRANGE', KEYS[1], ARGV[1], '\1')
+  redis.call('SETRANGE', KEYS[1], at, '\1SEENGRD')
   made = 1
 end
 if redis.call('HGET', KEYS[2], 'guard') ~= '1' then

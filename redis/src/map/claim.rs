@@ -183,8 +183,11 @@ impl SharedOverwriteMap {
         self.lease_batch(&CLAIM, hash, &[lease.as_bytes(), token.as_bytes()])
     }
 
+    /// The lease in milliseconds: at least 1, at most 2^40 (34 years), so that its end on the
+    /// server's clock stays below 10^14 ms, which Lua writes out in full (`%.14g`): a longer
+    /// lease was written in exponent notation and read back as ending in 1970.
     fn lease_millis(&self) -> u128 {
-        self.lease.as_millis().max(1)
+        self.lease.as_millis().clamp(1, 1 << 40)
     }
 
     /// Claims `item` for at-least-once processing: `Ok(None)` if the map remembers it (a

@@ -276,7 +276,7 @@ impl SharedOverwriteMap {
     }
 
     /// This handle with claims that hold their items for `lease` (see
-    /// [`SharedMapBuilder::lease`]); at least a millisecond.
+    /// [`SharedMapBuilder::lease`]); at least a millisecond, at most 2^40 ms (34 years).
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_millis(1));
         self

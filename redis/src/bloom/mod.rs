@@ -34,7 +34,7 @@ pub(crate) const MAX_SHARD_BYTES: u64 = (512 << 20) - 128;
 pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;
 
 /// A Bloom filter every process and machine that opens it by name shares: the same answers
-/// as an [`AtomicBloomFilter`] of the same parameters holding the same items, kept in a Redis
+/// as an [`AtomicBloomFilter`](seen::AtomicBloomFilter) of the same parameters holding the same items, kept in a Redis
 /// or Valkey server (or cluster) in plain string keys, with no module.
 ///
 /// # Guarantees

@@ -90,7 +90,7 @@ impl SharedMapBuilder {
     }
 
     /// How long a claim holds its item unless committed or renewed (default
-    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE)): see [`SharedClaim`]. A setting of this
+    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE)): see [`SharedClaim`](crate::SharedClaim). A setting of this
     /// handle, not of the map: each consumer picks its own.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;

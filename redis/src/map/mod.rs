@@ -44,7 +44,7 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 ///
 /// - **The same answers**: a shared map and a local [`OverwriteMap`] of the same bucket count
 ///   and hasher seed, given the same sequence of `insert`, `contains` and `forget`, answer
-///   alike (an item is in the same slot with the same fingerprint in both: [`MapSlot`]).
+///   alike (an item is in the same slot with the same fingerprint in both: [`MapSlot`](seen::MapSlot)).
 /// - **No false positives**, up to a 2^-64 fingerprint collision; **forgets** old items as
 ///   newer ones overwrite their slots (size it as the local map:
 ///   [`seen::sizing::overwrite_buckets`]).
@@ -80,7 +80,7 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 ///
 /// # Where the slots are
 ///
-/// An item's slot and its 64-bit fingerprint are the local map's ([`MapSlot`]: the slot from the
+/// An item's slot and its 64-bit fingerprint are the local map's ([`MapSlot`](seen::MapSlot): the slot from the
 /// low half of the item's hash, the fingerprint from the high half, never 0, since 0 marks an
 /// empty slot). The `buckets` slots are cut into `shards` runs of consecutive slots, shard `s` in
 /// the string key `seen:{NAME:s}:slots`; slot `i` of a shard is bytes `8·i` to `8·i + 7` of the

@@ -10,19 +10,21 @@
 //! blocking pipeline read waits the whole timeout once per reply still missing, so a stalled
 //! server held a call of 100 ids on 16 shards for 33 s with a timeout of 1 s.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
-use redis::{Client, Cmd, Value};
+use redis::{Client, Value};
 use tokio::time::Instant;
 
 use crate::Error;
+
+mod batch;
+mod runtime;
+
+pub(crate) use batch::Batch;
+use runtime::Driver;
 
 /// The default time a request may wait for its reply before it fails with
 /// [`Error::Connection`] (whose outcome is unknown): long enough for a batch of a million
@@ -135,37 +137,6 @@ enum AsyncConnection {
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
-/// The blocking API's runtime: one worker thread, which drives the sockets and timers of the
-/// futures that [`Server::block_on`] polls on the callers' threads.
-struct Driver(Option<tokio::runtime::Runtime>);
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        // Not `Runtime::drop`, which panics in an async context (the last handle of a server
-        // dropped in a task): the worker is told to stop and not waited for.
-        if let Some(runtime) = self.0.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-/// [`Server::block_on`]'s waker: wakes the thread that polls the future.
-struct Unpark {
-    thread: std::thread::Thread,
-    woken: AtomicBool,
-}
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.thread.unpark();
-    }
-}
-
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let target = match &self.inner.target {
@@ -176,177 +147,6 @@ impl std::fmt::Debug for Server {
             .field("target", &target)
             .field("timeout", &self.inner.timeout)
             .finish_non_exhaustive()
-    }
-}
-
-/// The commands of one request, each with the key it is about (for errors), pipelined in
-/// order. Commands on one key run in the order given.
-#[derive(Default)]
-pub(crate) struct Batch {
-    cmds: Vec<Cmd>,
-    keys: Vec<usize>,
-    names: Vec<String>,
-    /// Each name's index in `names`.
-    index: std::collections::HashMap<String, usize>,
-    /// Per script pushed by [`push_script`](Batch::push_script): its command's index and the
-    /// same invocation as `EVAL` (the script's text), for a server that answers `NOSCRIPT`.
-    evals: Vec<(usize, Cmd)>,
-    /// Per command, for a `BITFIELD` pushed by [`push_fields`](Batch::push_fields): the
-    /// integers its reply must hold.
-    fields: Vec<Option<usize>>,
-}
-
-impl Batch {
-    /// Names `key` once; the returned index is what [`push`](Self::push) takes.
-    pub(crate) fn key(&mut self, key: &str) -> usize {
-        if let Some(&i) = self.index.get(key) {
-            return i;
-        }
-        self.names.push(key.to_owned());
-        self.index.insert(key.to_owned(), self.names.len() - 1);
-        self.names.len() - 1
-    }
-
-    /// Appends `cmd`, a command on the key [`key`](Self::key) returned.
-    pub(crate) fn push(&mut self, key: usize, cmd: Cmd) {
-        self.cmds.push(cmd);
-        self.keys.push(key);
-        self.fields.push(None);
-    }
-
-    /// Appends `cmd`, a `BITFIELD` or `BITFIELD_RO` on the key [`key`](Self::key) returned
-    /// with `fields` subcommands that answer (`GET`, `SET`, `INCRBY`): [`check`](Self::check)
-    /// refuses a reply that is not that many integers, so that a structure reads its values
-    /// only from a reply of the right shape (one value more or less is another command's reply,
-    /// or a broken server's, and no answer may come from it).
-    pub(crate) fn push_fields(&mut self, key: usize, cmd: Cmd, fields: usize) {
-        self.push(key, cmd);
-        self.fields[self.cmds.len() - 1] = Some(fields);
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.cmds.len()
-    }
-
-    /// Appends an invocation of `script` on `keys` (all in one slot;
-    /// the first is the one [`key`](Self::key) returned as `key`) with `args`, as `EVALSHA`. A
-    /// server that does not have the script cached (restarted, `SCRIPT FLUSH`, a failover)
-    /// answers `NOSCRIPT` without running it; [`Server::run`] then sends that command again as
-    /// `EVAL`, which runs it and caches it. A cluster gets the `EVAL` at once: its client's
-    /// pipelines were not found to return the other commands' replies around an error reply
-    /// (its blocking pipeline did not), and a `NOSCRIPT` there would leave the batch's other
-    /// scripts unanswered.
-    pub(crate) fn push_script(
-        &mut self,
-        key: usize,
-        script: &crate::script::Lua,
-        keys: &[&str],
-        args: &[Vec<u8>],
-    ) {
-        let invocation = |name: &str, body: &str| {
-            let mut cmd = redis::cmd(name);
-            cmd.arg(body).arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
-            cmd
-        };
-        self.evals
-            .push((self.cmds.len(), invocation("EVAL", script.source())));
-        self.push(key, invocation("EVALSHA", script.sha()));
-    }
-
-    /// Command `i` as a cluster sends it: a script as `EVAL`, anything else as pushed.
-    fn cluster_cmd(&self, i: usize) -> &Cmd {
-        match self.evals.binary_search_by_key(&i, |(at, _)| *at) {
-            Ok(j) => &self.evals[j].1,
-            Err(_) => &self.cmds[i],
-        }
-    }
-
-    /// The scripts of `replies` answered `NOSCRIPT`, as a batch of their `EVAL`s, and where
-    /// their replies go; `None` if there is none.
-    fn noscript(&self, replies: &[Value]) -> Option<(Batch, Vec<usize>)> {
-        let mut again = Batch::default();
-        let mut at = Vec::new();
-        for (i, eval) in &self.evals {
-            if let Some(Value::ServerError(err)) = replies.get(*i)
-                && err.code() == "NOSCRIPT"
-            {
-                let k = again.key(&self.names[self.keys[*i]]);
-                again.push(k, eval.clone());
-                at.push(*i);
-            }
-        }
-        (!at.is_empty()).then_some((again, at))
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.cmds.is_empty()
-    }
-
-    /// The commands, in order.
-    #[cfg(any(test, fuzzing))]
-    pub(crate) fn commands(&self) -> &[Cmd] {
-        &self.cmds
-    }
-
-    /// The key command `i` is about.
-    pub(crate) fn key_of(&self, i: usize) -> &str {
-        self.keys
-            .get(i)
-            .map_or("(no key)", |&k| self.names[k].as_str())
-    }
-
-    pub(crate) fn first_key(&self) -> &str {
-        self.keys
-            .first()
-            .map_or("(no key)", |&i| self.names[i].as_str())
-    }
-
-    /// The replies, checked: one per command, none an error reply, each `BITFIELD`'s as many
-    /// integers as it has fields ([`push_fields`](Self::push_fields)).
-    fn check(&self, replies: Vec<Value>) -> Result<Vec<Value>, Error> {
-        if replies.len() != self.cmds.len() {
-            return Err(Error::corrupt(
-                self.first_key(),
-                format!("{} replies to {} commands", replies.len(), self.cmds.len()),
-            ));
-        }
-        for (i, reply) in replies.iter().enumerate() {
-            if let Value::ServerError(err) = reply {
-                return Err(Error::from_reply(&self.names[self.keys[i]], err));
-            }
-        }
-        for (i, reply) in replies.iter().enumerate() {
-            let Some(fields) = self.fields[i] else {
-                continue;
-            };
-            match reply {
-                Value::Array(values)
-                    if values.len() == fields
-                        && values.iter().all(|v| matches!(v, Value::Int(_))) => {}
-                other => {
-                    return Err(Error::corrupt(
-                        &self.names[self.keys[i]],
-                        format!("BITFIELD of {fields} fields answered {other:?}"),
-                    ));
-                }
-            }
-        }
-        Ok(replies)
-    }
-
-    fn pipeline(&self) -> redis::Pipeline {
-        let mut pipe = redis::Pipeline::with_capacity(self.cmds.len());
-        for cmd in &self.cmds {
-            pipe.add_command(cmd.clone());
-        }
-        pipe.ignore_errors();
-        pipe
     }
 }
 
@@ -529,86 +329,6 @@ impl Server {
             Via::Blocking => self.request(&self.inner.blocking, batch).await,
             Via::Async => self.request(&self.inner.shared, batch).await,
         }
-    }
-
-    /// Runs `fut` to its end on the calling thread, inside this server's runtime (started
-    /// here if it is not yet), whose worker drives the sockets and timers `fut` waits on: the
-    /// blocking API, on any thread, also inside another tokio runtime (where
-    /// `Runtime::block_on` would panic). The thread sleeps while `fut` waits.
-    ///
-    /// If the runtime cannot be started (no thread or file descriptor left), `fut` is polled
-    /// outside any runtime: [`request`](Self::request) then fails with
-    /// [`Error::Connection`], and the next call tries again. A replaying server (the fuzz
-    /// targets') starts no runtime.
-    pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        let runtime = if self.replays() {
-            None
-        } else {
-            self.driver().ok()
-        };
-        let _entered = runtime.map(|runtime| runtime.handle().enter());
-        let unpark = Arc::new(Unpark {
-            thread: std::thread::current(),
-            woken: AtomicBool::new(false),
-        });
-        let waker = Waker::from(Arc::clone(&unpark));
-        let mut cx = Context::from_waker(&waker);
-        // Unconstrained: inside a task of another runtime, tokio's budget for that task would
-        // run out while `fut` is polled here, and every resource would answer "not ready"
-        // (waking at once) for good.
-        let mut fut = pin!(tokio::task::unconstrained(fut));
-        loop {
-            if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
-                return output;
-            }
-            // A wake that came while `fut` was polled is not lost: the flag holds it. `park`
-            // may also return for no reason, hence the loop.
-            while !unpark.woken.swap(false, Ordering::Acquire) {
-                std::thread::park();
-            }
-        }
-    }
-
-    /// The blocking API's runtime, started if it is not yet.
-    fn driver(&self) -> Result<&tokio::runtime::Runtime, Error> {
-        if let Some(Driver(Some(runtime))) = self.inner.driver.get() {
-            return Ok(runtime);
-        }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("seen-redis")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::from_redis("(runtime)", e.into()))?;
-        // Wrapped before a race is decided: a runtime that lost it is dropped as a `Driver`.
-        let driver = Driver(Some(runtime));
-        match self.inner.driver.get_or_init(|| driver) {
-            Driver(Some(runtime)) => Ok(runtime),
-            Driver(None) => Err(Error::from_redis(
-                "(runtime)",
-                std::io::Error::other("the runtime was shut down").into(),
-            )),
-        }
-    }
-
-    /// An error unless the caller is inside a tokio runtime: an `_async` method called
-    /// outside one, or a blocking call (on `slot`) whose runtime could not be started.
-    fn in_runtime(&self, slot: &Mutex<Slot>, key: &str) -> Result<(), Error> {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Ok(());
-        }
-        let why = if std::ptr::eq(slot, &self.inner.blocking) {
-            // Tried again, for its error.
-            match self.driver() {
-                Err(Error::Connection { source, .. }) => format!(
-                    "the client's runtime did not start (out of threads or file descriptors?): {source}"
-                ),
-                _ => "the client's runtime did not start".to_owned(),
-            }
-        } else {
-            "an `_async` method was called outside a tokio runtime".to_owned()
-        };
-        Err(Error::from_redis(key, std::io::Error::other(why).into()))
     }
 
     /// The connection of `slot`, opened if there is none (a single server's lazily: its

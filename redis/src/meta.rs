@@ -235,6 +235,18 @@ pub(crate) async fn create_with(
         return found(name, if_exists);
     }
     let made = server.send(via, shards).await?;
+    // Each creation script answers 1 (made), 0 (there) or -1 (another structure's shard in the
+    // way): any other reply is no creation.
+    if let Some((i, other)) = made
+        .iter()
+        .enumerate()
+        .find(|(_, r)| !matches!(r, Value::Int(-1..=1)))
+    {
+        return Err(Error::corrupt(
+            shards.key_of(i),
+            format!("a shard's creation answered {other:?}"),
+        ));
+    }
     if let Some(i) = made.iter().position(|r| matches!(r, Value::Int(-1))) {
         // Another structure's shard is in the way (a creator of other parameters racing under
         // this name): left as it is. Its description, once written, says which.

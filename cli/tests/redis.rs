@@ -897,7 +897,7 @@ fn a_name_of_another_kind_or_an_odd_url_is_refused_plainly() {
     let url = server.url();
     let _: () = redis::cmd("SET")
         .arg("seen:{inbox}:meta")
-        .arg("seen-redis/2\nkind=map\nbuckets=1000\nshards=1\nhasher=x\nseed=0\n")
+        .arg("seen-redis/3\nkind=map\nid=0000000000000001\nstate=ready\nbuckets=1000\nshards=1\nhasher=x\nseed=0\n")
         .query(&mut server.client())
         .unwrap();
     let out = dedup(&url, "inbox", &[], b"a\n");

@@ -39,9 +39,11 @@ pub enum Error {
     },
     /// No structure of this name on the server, or a part of it is gone (never created,
     /// deleted, or lost: a restart without persistence, `FLUSHALL`, eviction; also a shard
-    /// that is there without its guard byte: cut short, or written again by a write after it
-    /// was lost). Nothing was answered. A lost structure stays lost for every client until it
-    /// is destroyed and created again.
+    /// that is there without its guard: cut short, or written again by a write after it was
+    /// lost), or the structure this handle opened was replaced by another of the same name
+    /// (destroyed and created again). Nothing was answered. A lost structure stays lost for
+    /// every handle that opened it; destroy it and create it again to start afresh (handles
+    /// opened before then stay `Missing`: open it again).
     Missing {
         /// The structure's name.
         name: String,
@@ -61,6 +63,13 @@ pub enum Error {
     },
     /// A structure of this name already exists (an upload only creates).
     Exists {
+        /// The structure's name.
+        name: String,
+    },
+    /// Another process began creating the structure and had not finished within the server's
+    /// timeout: it is slow (many large shards), or it ended mid-way (then the structure stays
+    /// unfinished until it is destroyed). Nothing was written.
+    Unfinished {
         /// The structure's name.
         name: String,
     },
@@ -146,7 +155,7 @@ impl fmt::Display for Error {
             Self::Server { key, message, .. } => write!(f, "{key}: the server refused: {message}"),
             Self::Missing { name, key } => write!(
                 f,
-                "{name}: no such structure on the server, or part of it is lost ({key} is missing or has no guard: never created, deleted, or lost in a restart without persistence, a FLUSHALL or an eviction; destroy the structure and create it again to start it empty)"
+                "{name}: no such structure on the server, or part of it is lost ({key} is missing or not this structure's: never created, deleted, replaced by a structure created again under the name, or lost in a restart without persistence, a FLUSHALL or an eviction; destroy the structure and create it again to start it empty)"
             ),
             Self::Mismatch {
                 name,
@@ -158,6 +167,10 @@ impl fmt::Display for Error {
                 "{name}: the server's structure has {field} {stored}, not {requested}"
             ),
             Self::Exists { name } => write!(f, "{name}: a structure of this name already exists"),
+            Self::Unfinished { name } => write!(
+                f,
+                "{name}: another process began creating it and has not finished (if that process ended, destroy {name} and create it again)"
+            ),
             Self::Corrupt { key, what } => write!(f, "{key}: not written by this crate: {what}"),
             Self::InvalidName { name } => write!(
                 f,

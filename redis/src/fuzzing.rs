@@ -44,6 +44,7 @@ pub fn server(resp: &[u8], fit: bool) -> Server {
     {
         replies.push_back(value);
     }
+    crate::guard::REPLAYING.set(true);
     Server::replaying(Replay {
         replies: Mutex::new(replies),
         fit,
@@ -204,19 +205,19 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                 _ => Err("not TIME's two numbers".to_owned()),
             }
         }
-        // Creations: their replies are not read.
-        "shard create" | "map create" | "ledger create" => int(&|n| (-1..=1).contains(&n)),
-        "upload merge" => int(&|n| n == 0 || n == 1),
+        "shard create" | "map create" | "ledger create" => int(&|n| n == 1),
+        "finish creation" | "abandon creation" => int(&|n| n == 0 || n == 1),
+        "upload merge" => int(&|n| (-1..=1).contains(&n)),
         "forget" => int(&|n| (-1..=1).contains(&n)),
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
         "window check" => int(&|n| n >= -2 && n < keys as i64),
         "window insert" => {
             // The expiry, the guard, one generation per generation key, then per item, per
-            // generation key, a count and that many offsets.
+            // generation key, a count and that many offsets, then the creation id.
             let generations = keys - 1;
             let mut items = 0;
             let mut at = 2 + generations;
-            while at < argv.len() {
+            while at + 1 < argv.len() {
                 for _ in 0..generations {
                     at += 1 + number(argv.get(at)).ok_or("a count expected")?;
                 }
@@ -267,10 +268,10 @@ mod tests {
     const NIL: &[u8] = b"$-1\r\n";
 
     /// A Bloom filter of one item's capacity (word layout: 8 blocks, 64 bytes, `k` 5), created
-    /// on a server whose next replies are `then` (the create: no description, the shard made,
-    /// the description written).
+    /// on a server whose next replies are `then` (the create: no description, so this one
+    /// written; the shard made; the description ready).
     fn bloom(then: &[Vec<u8>]) -> (Server, SharedBloomFilter) {
-        let mut script = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
+        let mut script = [NIL.to_vec(), int(1), int(1)].concat();
         then.iter().for_each(|r| script.extend_from_slice(r));
         let server = server(&script, false);
         let filter = SharedBloomFilter::builder("f", 1).create(&server).unwrap();
@@ -297,7 +298,7 @@ mod tests {
         let one = array(&[int(0)]);
         let bad = array(&[int(0), bulk("seen")]);
         let read = array(&[int(1), one.clone(), one, bad, int(0)]);
-        let created = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
+        let created = [NIL.to_vec(), int(1), int(1)].concat();
         let replies = server(&[created.clone(), time, read].concat(), false);
         let window = SharedWindowedFilter::builder("w", 1)
             .periods(1)
@@ -335,7 +336,7 @@ mod tests {
             (max.as_str(), max.as_str(), false),
         ] {
             let time = array(&[array(&[bulk(secs), bulk(micros)])]);
-            let created = [NIL.to_vec(), int(1), NIL.to_vec()].concat();
+            let created = [NIL.to_vec(), int(1), int(1)].concat();
             let server = server(&[created, time].concat(), false);
             let window = SharedWindowedFilter::builder("w", 1).create(&server);
             if valid {
@@ -346,13 +347,17 @@ mod tests {
         }
     }
 
-    /// A guard that is not 1 answers nothing: 0 is a lost shard, anything else a corrupt one.
+    /// A guard that is not the handle's creation id (1 here) answers nothing: 0 is a lost
+    /// shard, another id a structure created again under the name, both `Missing`; a guard
+    /// that is no integer is a corrupt reply.
     #[test]
-    fn a_guard_byte_that_is_not_1_is_missing_or_corrupt() {
-        let (_, filter) = bloom(&[array(&[array(&[int(0), int(-1)])])]);
-        let lost = filter.contains(&7u64);
-        assert!(matches!(lost, Err(Error::Missing { .. })), "{lost:?}");
-        let (_, filter) = bloom(&[array(&[array(&[int(2), int(-1)])])]);
+    fn a_guard_that_is_not_the_creation_id_is_missing_or_corrupt() {
+        for other in [0, 2, -1] {
+            let (_, filter) = bloom(&[array(&[array(&[int(other), int(-1)])])]);
+            let lost = filter.contains(&7u64);
+            assert!(matches!(lost, Err(Error::Missing { .. })), "{lost:?}");
+        }
+        let (_, filter) = bloom(&[array(&[array(&[bulk("1"), int(-1)])])]);
         is_corrupt(filter.contains(&7u64));
         // An insert's write whose guard is gone: the answer is not read.
         let (_, filter) = bloom(&[

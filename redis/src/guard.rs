@@ -1,30 +1,34 @@
-//! The guard byte: how a lost key is told from an empty one.
+//! The guard: how a lost key is told from an empty one, and one structure from another of the
+//! same name.
 //!
-//! Every shard of a structure (and every generation of a windowed filter) holds one byte of
-//! value 1 after its data, written when the shard is created, and never written again. Every
-//! command that reads or writes the shard's data reads the guard in the same command
-//! (`BITFIELD ... GET u8 <guard>` before its other fields), so in the same atomic step:
+//! Every structure has a creation id ([`Id`]): 8 random bytes, the first never 0, drawn by the
+//! process that creates it and written in its description. Every shard of the structure (and
+//! every generation of a windowed filter) holds the id in the 8 bytes after its data, written
+//! when the shard is created and never again; the hashes beside the shards (a windowed
+//! filter's ledgers, a map's leases) hold it in their `guard` field. Every command that reads
+//! or writes a shard's data reads its guard in the same command (`BITFIELD ... GET i64
+//! <guard>` before its other fields, or the script's first check), so in the same atomic
+//! step, and the handle compares it with the id it opened:
 //!
 //! - a shard that is gone (`DEL`, `FLUSHALL`, an eviction, a restart without persistence)
 //!   reads as a guard of 0, and the command's answers are not used: [`Error::Missing`];
 //! - a write to a missing shard creates its key (`BITFIELD SET` creates a missing key, zeroed,
 //!   as long as its highest offset): the key it creates has no guard, so the write's own reply
-//!   says the shard was lost, and so does every later command on that key, from every client.
-//!   A lost shard therefore stays lost until the structure is destroyed and created again; no
-//!   write ever brings it back as an empty one.
+//!   says the shard was lost, and so does every later command on that key, from every client;
+//! - a structure created again under the name (after a `FLUSHALL` that took its description,
+//!   or a `destroy` and a `create`) has another id: the handles of the one that was lost read a
+//!   guard that is not theirs, and get [`Error::Missing`] too, never the new structure's
+//!   answers.
 //!
-//! The guard is the first of 8 bytes, `\x01SEENGRD`, written together: a key a write made
-//! again after a loss ends in data, never in those 8 bytes, so a shard of this crate (of any
-//! parameters) is told from such a key by its last 8 bytes.
-//!
-//! A shard is created by [`CREATE`]: a shard that holds its guard at this shard's offset is
-//! kept (a racing creator of the same parameters made it, or only the description was lost);
-//! a key that ends in a guard elsewhere is another structure's shard (a creator of other
-//! parameters racing under the same name) and is left as it is, the create failing; any other
-//! key under the name (one a write made again after a loss) is replaced by an empty shard with
-//! its guard, in one script.
+//! So a lost shard stays lost for every handle that knew it; no write and no later open brings
+//! it back as an empty one. Only the process that wrote the description creates the shards
+//! ([`meta::create_with`](crate::meta::create_with)), once: [`CREATE`] replaces whatever the
+//! key holds (nothing, or the remains of a structure whose description was lost) by an empty
+//! shard with the id.
 
+use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use redis::{Cmd, Value};
 
@@ -32,48 +36,134 @@ use crate::Error;
 use crate::script::Lua;
 use crate::server::Batch;
 
-/// A shard's creation, in one atomic step.
+/// A structure's creation id: 8 bytes, never all 0 (so that a guard of zeros, a lost or
+/// never-created key, is never an id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Id([u8; 8]);
+
+impl Id {
+    /// A fresh id: the process's random hash keys over the time, the process id and a counter
+    /// (unique across processes and calls; no secret).
+    pub(crate) fn random() -> Self {
+        #[cfg(any(test, fuzzing))]
+        if REPLAYING.get() {
+            return Self::from_u64(1);
+        }
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        hasher.write_u128(now);
+        hasher.write_u32(std::process::id());
+        hasher.write_u64(CALLS.fetch_add(1, Relaxed));
+        Self::from_u64(hasher.finish())
+    }
+
+    /// The id of these 8 bytes (0 taken as 1).
+    pub(crate) fn from_u64(v: u64) -> Self {
+        Self(v.max(1).to_be_bytes())
+    }
+
+    /// Its 8 bytes, as a script's argument and a guard's value.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+
+    /// Whether `bytes` (a guard read by `GETRANGE`) is this id.
+    pub(crate) fn is(&self, bytes: &[u8]) -> bool {
+        bytes == self.0
+    }
+
+    /// As a `BITFIELD ... GET i64` reads it.
+    fn as_i64(self) -> i64 {
+        i64::from_be_bytes(self.0)
+    }
+
+    /// Its text in a description: 16 hexadecimal digits.
+    pub(crate) fn to_hex(self) -> String {
+        format!("{:016x}", u64::from_be_bytes(self.0))
+    }
+
+    /// The id written as [`to_hex`](Self::to_hex) writes it.
+    pub(crate) fn from_hex(text: &str) -> Option<Self> {
+        if text.len() != 16 {
+            return None;
+        }
+        let v = u64::from_str_radix(text, 16).ok()?;
+        (v != 0).then(|| Self(v.to_be_bytes()))
+    }
+}
+
+#[cfg(any(test, fuzzing))]
+thread_local! {
+    /// Set on a thread that made a replaying server ([`crate::fuzzing::server`]): its
+    /// structures get the id 1, so that canned replies can hold their guard (`:1`).
+    pub(crate) static REPLAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A shard's creation, in one atomic step: whatever the key holds is replaced by an empty shard
+/// with its guard.
 pub(crate) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "shard create",
-        r"-- KEYS[1]: a shard. ARGV[1]: its guard's offset.
--- Returns 1 if it created the shard, 0 if the shard was there with its guard, -1 if the key is
--- another structure's shard (its guard elsewhere), left untouched.
-local at = tonumber(ARGV[1])
-if redis.call('GETRANGE', KEYS[1], at, at + 7) == '\1SEENGRD' then return 0 end
-local len = redis.call('STRLEN', KEYS[1])
-if len >= 8 and redis.call('GETRANGE', KEYS[1], len - 8, len - 1) == '\1SEENGRD' then return -1 end
+        r"-- KEYS[1]: a shard. ARGV[1]: its guard's offset, ARGV[2]: the creation id (8 bytes).
 redis.call('DEL', KEYS[1])
-redis.call('SETRANGE', KEYS[1], at, '\1SEENGRD')
+redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]), ARGV[2])
 return 1",
     )
 });
 
-/// Appends to `batch` the creation of each of `shards`: its key and its guard byte's offset
-/// (the shard's length in bytes, data before it).
-pub(crate) fn create(batch: &mut Batch, shards: impl IntoIterator<Item = (String, u64)>) {
+/// Appends to `batch` the creation of each of `shards`: its key and its guard's offset (the
+/// shard's length in bytes, data before it), under the creation id `id`.
+pub(crate) fn create(batch: &mut Batch, id: Id, shards: impl IntoIterator<Item = (String, u64)>) {
     for (key, guard) in shards {
         let k = batch.key(&key);
-        batch.push_script(k, &CREATE, &[&key], &[guard.to_string().into_bytes()]);
+        batch.push_script(
+            k,
+            &CREATE,
+            &[&key],
+            &[guard.to_string().into_bytes(), id.bytes()],
+        );
     }
 }
 
 /// Appends the guard's `GET` to a `BITFIELD` or `BITFIELD_RO` command: its first field.
 pub(crate) fn get(cmd: &mut Cmd, guard_byte: u64) {
-    cmd.arg("GET").arg("u8").arg(guard_byte * 8);
+    cmd.arg("GET").arg("i64").arg(guard_byte * 8);
 }
 
-/// `Ok` if `value`, a guard's `GET u8`, says the shard `key` of structure `name` is there.
-pub(crate) fn check(name: &str, key: &str, value: Option<&Value>) -> Result<(), Error> {
+/// `Ok` if `value`, a guard's `GET i64`, says the shard `key` of structure `name` is there and
+/// is the one of creation `id`: a guard of 0 (a lost key) or of another id (a structure created
+/// again under the name) is [`Error::Missing`].
+pub(crate) fn check(name: &str, key: &str, id: Id, value: Option<&Value>) -> Result<(), Error> {
     match value {
-        Some(Value::Int(1)) => Ok(()),
-        Some(Value::Int(0)) => Err(Error::Missing {
+        Some(Value::Int(v)) if *v == id.as_i64() => Ok(()),
+        Some(Value::Int(_)) => Err(Error::Missing {
             name: name.to_owned(),
             key: key.to_owned(),
         }),
         other => Err(Error::corrupt(
             key,
-            format!("the guard byte's GET u8 answered {other:?}"),
+            format!("the guard's GET i64 answered {other:?}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_is_never_zero_and_reads_back() {
+        for v in [0, 1, u64::MAX, 0x00ff_0000_0000_0001] {
+            let id = Id::from_u64(v);
+            assert_ne!(id.0, [0; 8]);
+            assert_eq!(Id::from_hex(&id.to_hex()), Some(id));
+            assert!(id.is(&id.bytes()));
+        }
+        assert_eq!(Id::from_hex("0000000000000000"), None);
+        assert_eq!(Id::from_hex("12"), None);
+        assert_ne!(Id::random(), Id::random());
     }
 }

@@ -53,8 +53,10 @@
 //! - **A lost key is an error, never an empty structure**: a shard or a generation gone (a
 //!   restart without persistence, `FLUSHALL`, an eviction) is [`Error::Missing`] for every
 //!   read and write, from every process, also one that opens the structure afterwards: every
-//!   command reads the shard's guard byte (and a windowed filter's ledger) in the same atomic
-//!   step, and no write brings a lost shard back empty. Run the server with
+//!   command reads the shard's guard (the structure's creation id; and a windowed filter's
+//!   ledger) in the same atomic step, and no write or later create brings a lost shard back
+//!   empty; a structure created again under the name has another id, so the handles of the
+//!   lost one stay `Missing`. Run the server with
 //!   `maxmemory-policy noeviction` (the default): under `allkeys-*` it may evict a filter's
 //!   keys, and under `volatile-*` a windowed filter's generations before they expire.
 //!

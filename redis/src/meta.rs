@@ -1,37 +1,85 @@
-//! A structure's description, stored beside it in `seen:{NAME}:meta`: its kind and every
-//! parameter a second process needs to open it and address its bits as the first does. Written
-//! once, by `SET ... NX GET`, so among racing creators exactly one writes it and every other
-//! reads what it wrote in the same command, then opens it or refuses a mismatch.
+//! A structure's description, stored beside it in `seen:{NAME}:meta`: its kind, its creation
+//! id ([`Id`]), whether its creation finished, and every parameter a second process needs to
+//! open it and address its bits as the first does.
 //!
 //! The text is a header line and one `field=value` line per parameter, in a fixed order:
 //!
 //! ```text
-//! seen-redis/2
+//! seen-redis/3
 //! kind=bloom
+//! id=9f3c0a6e5d2b8a71
+//! state=ready
 //! layout=word
 //! ...
 //! ```
+//!
+//! A creation writes the description first, `state=creating`, by `SET ... NX GET`: among
+//! racing creators exactly one writes it, and every other reads what it wrote in the same
+//! command, then opens it or refuses a mismatch, having written nothing. The one that wrote it
+//! then creates every shard with its id ([`guard`](crate::guard)), once, and last sets
+//! `state=ready` (a script that checks the description is still its own). Openers wait for
+//! `ready` (up to the server's timeout: [`Error::Unfinished`]), so no process uses a structure
+//! whose shards are not all there; and since nothing but the creator's one request ever creates
+//! a shard, a shard lost after its creation is never made again: it stays `Missing`.
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::guard::Id;
+use crate::script::Lua;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
-/// Format 2: every shard holds a guard byte ([`guard`](crate::guard)). Format 1 had none (a
-/// lost shard could come back as an empty one), and is refused.
-const HEADER: &str = "seen-redis/2";
+/// Format 3: a creation id in the description and every guard. Format 1 had no guard (a lost
+/// shard could come back as an empty one), format 2 no id (a structure created again under
+/// the name answered its old handles); both are refused.
+const HEADER: &str = "seen-redis/3";
 
-/// A description: the kind, and the parameters in order.
+/// How often an opener reads a description that is being created.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A creator's last step: `state=creating` to `state=ready`, if the description is still its
+/// own. `KEYS[1]` the description, `ARGV[1]` its text as created, `ARGV[2]` as ready. 1 if
+/// done, 0 if the description is gone or another's.
+static FINISH: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "finish creation",
+        r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1",
+    )
+});
+
+/// A failed creator's undoing: the description deleted if it is still its own (`ARGV[1]`),
+/// so that the name can be created again. 1 if deleted.
+static ABANDON: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "abandon creation",
+        r"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1",
+    )
+});
+
+/// A description: the kind, the creation id, whether the creation finished, and the
+/// parameters in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Meta {
     pub(crate) kind: &'static str,
+    pub(crate) id: Id,
+    pub(crate) ready: bool,
     pub(crate) fields: Vec<(&'static str, String)>,
 }
 
 impl Meta {
+    /// A description of a new structure: a fresh id, not ready.
     pub(crate) fn new(kind: &'static str) -> Self {
         Self {
             kind,
+            id: Id::random(),
+            ready: false,
             fields: Vec::new(),
         }
     }
@@ -52,7 +100,12 @@ impl Meta {
     }
 
     fn encode(&self) -> String {
-        let mut text = format!("{HEADER}\nkind={}\n", self.kind);
+        let state = if self.ready { "ready" } else { "creating" };
+        let mut text = format!(
+            "{HEADER}\nkind={}\nid={}\nstate={state}\n",
+            self.kind,
+            self.id.to_hex()
+        );
         for (field, value) in &self.fields {
             text.push_str(field);
             text.push('=');
@@ -60,6 +113,14 @@ impl Meta {
             text.push('\n');
         }
         text
+    }
+
+    /// This description, ready.
+    fn as_ready(&self) -> Self {
+        Self {
+            ready: true,
+            ..self.clone()
+        }
     }
 
     /// Reads a stored description as `kind`, taking the field names from `like` (whose values
@@ -70,11 +131,11 @@ impl Meta {
             .map_err(|_| Error::corrupt(&key, "a description that is not UTF-8"))?;
         let mut lines = text.lines();
         let header = lines.next();
-        if header == Some("seen-redis/1") {
+        if matches!(header, Some("seen-redis/1" | "seen-redis/2")) {
             return Err(Error::corrupt(
                 &key,
-                "a structure of an earlier version of this crate (format 1, whose lost shards \
-                 could read as empty ones): destroy it and create it again",
+                "a structure of an earlier version of this crate (whose lost or re-created \
+                 shards could answer as empty ones): destroy it and create it again",
             ));
         }
         if header != Some(HEADER) {
@@ -95,7 +156,27 @@ impl Meta {
                 requested: like.kind.to_owned(),
             });
         }
-        let mut meta = Meta::new(like.kind);
+        let id = lines
+            .next()
+            .and_then(|l| l.strip_prefix("id="))
+            .and_then(Id::from_hex)
+            .ok_or_else(|| Error::corrupt(&key, "no readable creation id"))?;
+        let ready = match lines.next() {
+            Some("state=ready") => true,
+            Some("state=creating") => false,
+            other => {
+                return Err(Error::corrupt(
+                    &key,
+                    format!("state=ready or state=creating expected, found {other:?}"),
+                ));
+            }
+        };
+        let mut meta = Meta {
+            kind: like.kind,
+            id,
+            ready,
+            fields: Vec::new(),
+        };
         for (field, _) in &like.fields {
             let line = lines.next().unwrap_or("");
             match line.split_once('=') {
@@ -127,55 +208,32 @@ impl Meta {
     }
 }
 
-/// The request that creates `meta` unless a description exists, and returns the one that did.
-fn create_batch(name: &str, meta: &Meta) -> Batch {
+/// One command on the description.
+fn on_meta(name: &str, cmd: impl FnOnce(&str) -> redis::Cmd) -> Batch {
     let mut batch = Batch::default();
     let key = names::meta(name);
     let k = batch.key(&key);
-    let mut cmd = redis::cmd("SET");
-    cmd.arg(&key).arg(meta.encode()).arg("NX").arg("GET");
-    batch.push(k, cmd);
+    batch.push(k, cmd(&key));
     batch
 }
 
-/// The request that reads the description.
-fn open_batch(name: &str) -> Batch {
+/// One script on the description, of `args`.
+fn script_on_meta(name: &str, lua: &Lua, args: &[Vec<u8>]) -> Batch {
     let mut batch = Batch::default();
     let key = names::meta(name);
     let k = batch.key(&key);
-    let mut cmd = redis::cmd("GET");
-    cmd.arg(&key);
-    batch.push(k, cmd);
+    batch.push_script(k, lua, &[&key], args);
     batch
 }
 
-/// Whether the create wrote the description (`Ok(true)`), or found a matching one.
-fn after_create(name: &str, meta: &Meta, replies: Vec<Value>) -> Result<bool, Error> {
+/// The one reply of a request on the description: nothing (`Nil`) or the description's bytes.
+fn stored(name: &str, replies: Vec<Value>, what: &str) -> Result<Option<Vec<u8>>, Error> {
     match replies.into_iter().next() {
-        Some(Value::Nil) => Ok(true),
-        Some(Value::BulkString(bytes)) => {
-            let stored = Meta::decode(name, &bytes, meta)?;
-            meta.check_matches(name, &stored)?;
-            Ok(false)
-        }
+        Some(Value::Nil) => Ok(None),
+        Some(Value::BulkString(bytes)) => Ok(Some(bytes)),
         other => Err(Error::corrupt(
             &names::meta(name),
-            format!("SET NX GET answered {other:?}"),
-        )),
-    }
-}
-
-/// The stored description, read as `like`'s kind and fields.
-fn after_open(name: &str, like: &Meta, replies: Vec<Value>) -> Result<Meta, Error> {
-    match replies.into_iter().next() {
-        Some(Value::Nil) => Err(Error::Missing {
-            name: name.to_owned(),
-            key: names::meta(name),
-        }),
-        Some(Value::BulkString(bytes)) => Meta::decode(name, &bytes, like),
-        other => Err(Error::corrupt(
-            &names::meta(name),
-            format!("GET answered {other:?}"),
+            format!("{what} answered {other:?}"),
         )),
     }
 }
@@ -189,39 +247,126 @@ pub(crate) enum IfExists {
     Open,
 }
 
-/// Whether the description read by [`open_batch`] exists (checked against `meta`: another
-/// kind or parameters is [`Error::Mismatch`]).
-fn exists(name: &str, meta: &Meta, replies: Vec<Value>) -> Result<bool, Error> {
-    match replies.into_iter().next() {
-        Some(Value::Nil) => Ok(false),
-        Some(Value::BulkString(bytes)) => {
-            let stored = Meta::decode(name, &bytes, meta)?;
-            meta.check_matches(name, &stored)?;
-            Ok(true)
+/// What [`begin`] found.
+pub(crate) enum Begun {
+    /// This call wrote the description: it creates the shards, then [`finish`]es (or
+    /// [`abandon`]s).
+    Won,
+    /// A description of the same kind and parameters was there (read in the same command).
+    Found(Meta),
+}
+
+/// The first step of a creation: writes `meta` (`state=creating`) unless a description exists.
+/// A description of another kind or parameters is [`Error::Mismatch`]; nothing is written then.
+pub(crate) async fn begin(
+    server: &Server,
+    via: Via,
+    name: &str,
+    meta: &Meta,
+) -> Result<Begun, Error> {
+    names::check(name)?;
+    let batch = on_meta(name, |key| {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(meta.encode()).arg("NX").arg("GET");
+        cmd
+    });
+    match stored(name, server.send(via, &batch).await?, "SET NX GET")? {
+        None => Ok(Begun::Won),
+        Some(bytes) => {
+            let found = Meta::decode(name, &bytes, meta)?;
+            meta.check_matches(name, &found)?;
+            Ok(Begun::Found(found))
         }
+    }
+}
+
+/// The last step of a creation that [`begin`] won: `state=ready`. [`Error::Missing`] if the
+/// description is no longer this creation's (lost meanwhile).
+pub(crate) async fn finish(
+    server: &Server,
+    via: Via,
+    name: &str,
+    meta: &Meta,
+) -> Result<(), Error> {
+    let args = [
+        meta.encode().into_bytes(),
+        meta.as_ready().encode().into_bytes(),
+    ];
+    match server
+        .send(via, &script_on_meta(name, &FINISH, &args))
+        .await?
+        .first()
+    {
+        Some(Value::Int(1)) => Ok(()),
+        Some(Value::Int(0)) => Err(Error::Missing {
+            name: name.to_owned(),
+            key: names::meta(name),
+        }),
         other => Err(Error::corrupt(
             &names::meta(name),
-            format!("GET answered {other:?}"),
+            format!("the creation's end answered {other:?}"),
         )),
     }
 }
 
-fn found(name: &str, if_exists: IfExists) -> Result<(), Error> {
-    match if_exists {
-        IfExists::Open => Ok(()),
-        IfExists::Fail => Err(Error::Exists {
-            name: name.to_owned(),
-        }),
-    }
+/// Undoes a creation that [`begin`] won and could not finish: its description deleted if it is
+/// still its own, so that the name can be created again (its shards, if any, are replaced by
+/// the next creation's). Best effort: an error here leaves the description `creating`, which
+/// openers report as [`Error::Unfinished`].
+pub(crate) async fn abandon(server: &Server, via: Via, name: &str, meta: &Meta) {
+    let _ = server
+        .send(
+            via,
+            &script_on_meta(name, &ABANDON, &[meta.encode().into_bytes()]),
+        )
+        .await;
 }
 
-/// Creates the structure `name` described by `meta` whose data `shards` creates: unless the
-/// description exists, runs `shards` (which must keep shards that are already there, whole:
-/// a racing creator's), then writes the description (`SET ... NX GET`), last, so that no
-/// process opens the structure before its data is there. A description that exists with the
-/// same parameters is [`IfExists`]'s to decide; with others, [`Error::Mismatch`]. A lost
-/// shard under an existing description is never made again here: only a structure without a
-/// description is created.
+/// `found` once its creation finished: read again every [`POLL`] until `state=ready`, for up to
+/// the server's timeout ([`Error::Unfinished`]). [`Error::Missing`] if it disappears meanwhile
+/// (its creator abandoned it).
+async fn ready(
+    server: &Server,
+    via: Via,
+    name: &str,
+    like: &Meta,
+    mut found: Meta,
+) -> Result<Meta, Error> {
+    let deadline = Instant::now() + server.timeout();
+    while !found.ready {
+        if Instant::now() >= deadline {
+            return Err(Error::Unfinished {
+                name: name.to_owned(),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+        let batch = on_meta(name, |key| {
+            let mut cmd = redis::cmd("GET");
+            cmd.arg(key);
+            cmd
+        });
+        found = match stored(name, server.send(via, &batch).await?, "GET")? {
+            None => {
+                return Err(Error::Missing {
+                    name: name.to_owned(),
+                    key: names::meta(name),
+                });
+            }
+            Some(bytes) => {
+                let again = Meta::decode(name, &bytes, like)?;
+                like.check_matches(name, &again)?;
+                again
+            }
+        };
+    }
+    Ok(found)
+}
+
+/// Creates the structure `name` described by `meta` (a fresh id) whose shards `shards` creates
+/// (with `meta.id`), as the module's docs say: the description first, then the shards, then
+/// `state=ready`. A description that exists with the same parameters is [`IfExists`]'s to
+/// decide (opened once ready); with others, [`Error::Mismatch`]. Returns the id of the
+/// structure the handle works on: `meta.id`, or the existing one's.
 pub(crate) async fn create_with(
     server: &Server,
     via: Via,
@@ -229,64 +374,47 @@ pub(crate) async fn create_with(
     meta: &Meta,
     shards: &Batch,
     if_exists: IfExists,
-) -> Result<(), Error> {
-    names::check(name)?;
-    if exists(name, meta, server.send(via, &open_batch(name)).await?)? {
-        return found(name, if_exists);
+) -> Result<Id, Error> {
+    match begin(server, via, name, meta).await? {
+        Begun::Found(found) => match if_exists {
+            IfExists::Fail => Err(Error::Exists {
+                name: name.to_owned(),
+            }),
+            IfExists::Open => Ok(ready(server, via, name, meta, found).await?.id),
+        },
+        Begun::Won => {
+            let result = create_shards(server, via, name, meta, shards).await;
+            if result.is_err() {
+                abandon(server, via, name, meta).await;
+            }
+            result.map(|()| meta.id)
+        }
     }
+}
+
+/// The shards (each creation script answers 1), then `state=ready`.
+async fn create_shards(
+    server: &Server,
+    via: Via,
+    name: &str,
+    meta: &Meta,
+    shards: &Batch,
+) -> Result<(), Error> {
     let made = server.send(via, shards).await?;
-    // Each creation script answers 1 (made), 0 (there) or -1 (another structure's shard in the
-    // way): any other reply is no creation.
     if let Some((i, other)) = made
         .iter()
         .enumerate()
-        .find(|(_, r)| !matches!(r, Value::Int(-1..=1)))
+        .find(|(_, r)| !matches!(r, Value::Int(1)))
     {
         return Err(Error::corrupt(
             shards.key_of(i),
             format!("a shard's creation answered {other:?}"),
         ));
     }
-    if let Some(i) = made.iter().position(|r| matches!(r, Value::Int(-1))) {
-        // Another structure's shard is in the way (a creator of other parameters racing under
-        // this name): left as it is. Its description, once written, says which.
-        if exists(name, meta, server.send(via, &open_batch(name)).await?)? {
-            return found(name, if_exists);
-        }
-        return Err(Error::corrupt(
-            shards.key_of(i),
-            "holds a shard of another structure of this name (one of other parameters being \
-             created at the same time): left as it is",
-        ));
-    }
-    if after_create(
-        name,
-        meta,
-        server.send(via, &create_batch(name, meta)).await?,
-    )? {
-        Ok(())
-    } else {
-        found(name, if_exists)
-    }
+    finish(server, via, name, meta).await
 }
 
-/// Creates the description of `name`, or checks that the existing one matches; whether this
-/// call created it.
-pub(crate) async fn create(
-    server: &Server,
-    via: Via,
-    name: &str,
-    meta: &Meta,
-) -> Result<bool, Error> {
-    names::check(name)?;
-    after_create(
-        name,
-        meta,
-        server.send(via, &create_batch(name, meta)).await?,
-    )
-}
-
-/// Reads the description of `name`, of `like`'s kind and fields.
+/// Reads the description of `name`, of `like`'s kind and fields, once its creation finished.
 pub(crate) async fn open(
     server: &Server,
     via: Via,
@@ -294,7 +422,21 @@ pub(crate) async fn open(
     like: &Meta,
 ) -> Result<Meta, Error> {
     names::check(name)?;
-    after_open(name, like, server.send(via, &open_batch(name)).await?)
+    let batch = on_meta(name, |key| {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(key);
+        cmd
+    });
+    match stored(name, server.send(via, &batch).await?, "GET")? {
+        None => Err(Error::Missing {
+            name: name.to_owned(),
+            key: names::meta(name),
+        }),
+        Some(bytes) => {
+            let found = Meta::decode(name, &bytes, like)?;
+            ready(server, via, name, like, found).await
+        }
+    }
 }
 
 #[cfg(test)]
@@ -305,7 +447,13 @@ mod tests {
     fn a_description_reads_back_and_a_difference_is_named() {
         let meta = Meta::new("bloom").with("capacity", 1000).with("fpr", 0.01);
         let text = meta.encode();
-        assert_eq!(text, "seen-redis/2\nkind=bloom\ncapacity=1000\nfpr=0.01\n");
+        let id = meta.id.to_hex();
+        assert_eq!(
+            text,
+            format!("seen-redis/3\nkind=bloom\nid={id}\nstate=creating\ncapacity=1000\nfpr=0.01\n")
+        );
+        let ready = Meta::decode("n", meta.as_ready().encode().as_bytes(), &meta).unwrap();
+        assert!(ready.ready && ready.id == meta.id);
         let back = Meta::decode("n", text.as_bytes(), &meta).unwrap();
         assert_eq!(back, meta);
         let other = Meta::new("bloom").with("capacity", 2000).with("fpr", 0.01);

@@ -314,7 +314,7 @@ fn a_key_of_the_wrong_type_is_an_error_naming_it() {
     }
     let _: () = redis::cmd("SET")
         .arg(meta)
-        .arg("seen-redis/2\nkind=map\n")
+        .arg("seen-redis/3\nkind=map\n")
         .query(&mut client)
         .unwrap();
     match SharedBloomFilter::open(&server, "typed") {

@@ -70,8 +70,9 @@ impl SharedBloomBuilder {
         Ok((describe(&sizing, shards, self.seed), sizing, shards))
     }
 
-    /// Creates the filter on `server`, empty: every shard at its full length with its guard
-    /// byte, then the description (so that no process opens it before its bits are there).
+    /// Creates the filter on `server`, empty: its description, then every shard at its full
+    /// length with its guard, then the description's `state=ready` (processes that open it
+    /// meanwhile wait for that, up to the server's timeout).
     ///
     /// # Errors
     ///
@@ -91,7 +92,9 @@ impl SharedBloomBuilder {
     ///
     /// # Errors
     ///
-    /// As [`create`](Self::create), except that an existing filter is no error.
+    /// As [`create`](Self::create), except that an existing filter is no error;
+    /// [`Error::Unfinished`] if another process began creating it and did not finish within
+    /// the server's timeout.
     pub fn open_or_create(&self, server: &Server) -> Result<SharedBloomFilter, Error> {
         server.block_on(self.create_or(server, Via::Blocking, IfExists::Open))
     }
@@ -121,9 +124,10 @@ impl SharedBloomBuilder {
         if_exists: IfExists,
     ) -> Result<SharedBloomFilter, Error> {
         let (meta, sizing, shards) = self.meta()?;
-        let filter = SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed);
+        let mut filter =
+            SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed, meta.id);
         let shards = filter.create_batch();
-        meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
+        filter.id = meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
         Ok(filter)
     }
 }

@@ -14,6 +14,7 @@ use seen::sizing::{BlockedSizing, blocked};
 use seen::{BloomInfo, Layout};
 
 use crate::forward::in_requests;
+use crate::guard::Id;
 use crate::meta::{self, Meta};
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -62,28 +63,31 @@ pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;
 /// `64·w` to `64·w + 63` of the string; the server numbers a string's bits from the most
 /// significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
 /// the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
-/// string holds each word as its 8 big-endian bytes. After the bits, each shard holds one
-/// **guard byte** of value 1, written when the shard is created and never again.
+/// string holds each word as its 8 big-endian bytes. After the bits, each shard holds an 8-byte
+/// **guard**, the filter's creation id ([`guard`](crate::guard)), written when the shard is
+/// created and never again.
 ///
 /// # The protocol, and why each step is atomic enough
 ///
-/// - **Create**: unless the description exists, one script per shard makes it empty at its
-///   full length with its guard (keeping a shard that has its guard: a racing creator's),
-///   then the description is written with `SET ... NX GET` (among racing creators exactly one
-///   writes it), last, so that no process opens the filter before its shards are there.
-///   Under an existing description nothing is created: a lost shard stays lost.
+/// - **Create**: the description first, `state=creating` with a fresh creation id, by
+///   `SET ... NX GET` (among racing creators exactly one writes it; the others open it, or
+///   refuse other parameters, having written nothing); then that creator alone makes every
+///   shard empty at its full length with its guard (one script per shard), once; then
+///   `state=ready`. Openers wait for `ready`. Nothing else ever makes a shard: a lost shard
+///   stays lost.
 /// - **Lookup** (one round trip): per shard touched, `BITFIELD_RO` commands of the guard's
-///   `GET u8` and a `GET i64` per word that holds a bit of an item (up to 512 a command). Each
-///   command reads a consistent value, the guard with the words: a guard of 0 (the shard is
-///   gone, or a write made its key again after a loss) is [`Error::Missing`] and no answer
-///   is read from that command. An item is reported if every bit is set.
+///   `GET i64` and a `GET i64` per word that holds a bit of an item (up to 512 a command). Each
+///   command reads a consistent value, the guard with the words: a guard that is not the
+///   handle's id (0: the shard is gone, or a write made its key again after a loss; another
+///   id: the filter was created again under its name) is [`Error::Missing`] and no answer is
+///   read from that command. An item is reported if every bit is set.
 /// - **Insert** (two round trips, the second only for items with a bit unset; one after a
 ///   mostly new batch):
 ///   1. the lookup's read; skipped when most items of the handle's previous insert batch were
 ///      new (a new item has most of its bits unset, and the read would only cost a round
 ///      trip): every bit of every item then counts as unset;
 ///   2. per item with a bit unset, `SET u1 o1 1 SET u1 o2 1 ...` over the bits the read found
-///      unset, all in one `BITFIELD key ...` command, which carries the guard's `GET u8`
+///      unset, all in one `BITFIELD key ...` command, which carries the guard's `GET i64`
 ///      first and the fields of several items of the shard (up to 512 fields). One
 ///      `BITFIELD` is one atomic command that runs its fields in order and returns every old
 ///      value; the item is new if one of its was 0. A shard lost before the command: the
@@ -126,6 +130,8 @@ pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;
 pub struct SharedBloomFilter {
     server: Server,
     name: String,
+    /// The creation id of the filter this handle opened ([`guard`](crate::guard)).
+    id: Id,
     sizing: BlockedSizing,
     hasher: StableHasher,
     keys: Vec<String>,
@@ -208,7 +214,7 @@ impl SharedBloomFilter {
         // The stored description must be the one this version computes for these parameters:
         // another sizing would put items at other bits.
         let expected = describe(&sizing, shards, seed);
-        if &expected != stored {
+        if expected.fields != stored.fields {
             let (field, have, want) = expected
                 .fields
                 .iter()
@@ -232,14 +238,22 @@ impl SharedBloomFilter {
                 format!("{shards} shards"),
             ));
         }
-        Ok(Self::new(server, name, sizing, shards, seed))
+        Ok(Self::new(server, name, sizing, shards, seed, stored.id))
     }
 
-    fn new(server: &Server, name: &str, sizing: BlockedSizing, shards: u32, seed: u64) -> Self {
+    fn new(
+        server: &Server,
+        name: &str,
+        sizing: BlockedSizing,
+        shards: u32,
+        seed: u64,
+        id: Id,
+    ) -> Self {
         let blocks_per_shard = sizing.blocks.div_ceil(u64::from(shards));
         Self {
             server: server.clone(),
             name: name.to_owned(),
+            id,
             sizing,
             hasher: StableHasher::with_seed(seed),
             keys: (0..shards).map(|s| names::shard(name, s, "bits")).collect(),

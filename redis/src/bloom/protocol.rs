@@ -62,7 +62,7 @@ impl SharedBloomFilter {
             count.arg(key).arg(0).arg(guard - 1);
             batch.push(k, count);
             let mut get = redis::cmd("GETRANGE");
-            get.arg(key).arg(guard).arg(guard);
+            get.arg(key).arg(guard).arg(guard + 7);
             batch.push(k, get);
         }
         batch
@@ -76,7 +76,7 @@ impl SharedBloomFilter {
         for (s, pair) in replies.chunks(2).enumerate() {
             let key = &self.keys[s];
             match pair.get(1) {
-                Some(Value::BulkString(b)) if b[..] == [1] => {}
+                Some(Value::BulkString(b)) if self.id.is(b) => {}
                 _ => {
                     return Err(Error::Missing {
                         name: self.name.clone(),
@@ -120,6 +120,7 @@ impl SharedBloomFilter {
         let mut batch = Batch::default();
         guard::create(
             &mut batch,
+            self.id,
             (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s))),
         );
         batch
@@ -187,7 +188,7 @@ impl SharedBloomFilter {
                 Value::Array(values) => values.first(),
                 _ => None,
             };
-            guard::check(&self.name, &self.keys[s], guard)?;
+            guard::check(&self.name, &self.keys[s], self.id, guard)?;
         }
         Ok(())
     }

@@ -9,17 +9,20 @@ use seen::AtomicBloomFilter;
 use seen::hash::StableHasher;
 
 use super::SharedBloomFilter;
-use crate::meta;
+use crate::meta::{self, Begun};
 use crate::script::Lua;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
 /// An upload's merge of one shard: `KEYS[1]` the shard, `KEYS[2]` the upload's temporary key
-/// of it. 1 once ORed in and deleted; 0 if the temporary key is gone (nothing written).
+/// of it; `ARGV[1]` the shard's guard offset, `ARGV[2]` the creation id. 1 once ORed in and
+/// deleted; 0 if the temporary key is gone, -1 if the shard is (nothing written either way).
 static MERGE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "upload merge",
         r"if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local at = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return -1 end
 redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[2])
 redis.call('DEL', KEYS[2])
 return 1",
@@ -31,18 +34,17 @@ const TRANSFER_BYTES: u64 = 1 << 20;
 
 impl SharedBloomFilter {
     /// Creates a filter called `name` holding exactly `local`'s bits: the same sizing, the same
-    /// hasher seed, word for word. The filter appears to other processes (by
-    /// [`open`](Self::open)) only with all its bits: they are written under temporary keys of
-    /// this upload first, then ORed into the shards (`BITOP OR`, atomic per shard), and only
-    /// then is the description created.
+    /// hasher seed, word for word. Its description is written first (`state=creating`, as
+    /// `create` does: processes that open it wait); the bits are written under temporary keys
+    /// of this upload, the shards created, the bits ORed into them (`BITOP OR`, atomic per
+    /// shard), and only then is the filter `ready`. An upload that fails mid-way deletes its
+    /// description, so that the name can be created again.
     ///
     /// # Errors
     ///
-    /// [`Error::Exists`] if the name is taken: an upload never overwrites a filter. (Only a
-    /// create of the same name racing the upload can see the uploaded bits: they are then ORed
-    /// into its filter, a union, and the upload still answers `Exists`.)
-    /// [`Error::Mismatch`] if a structure of other parameters was created under the name
-    /// meanwhile; the server's errors.
+    /// [`Error::Exists`] if the name is taken: an upload never overwrites a filter.
+    /// [`Error::Mismatch`] if it holds a structure of another kind; [`Error::Missing`] if the
+    /// server lost the upload's keys before it finished; the server's errors.
     pub fn upload(
         server: &Server,
         name: &str,
@@ -55,31 +57,39 @@ impl SharedBloomFilter {
             .layout(sizing.layout)
             .seed(local.hasher().seed());
         let (meta, sizing, shards) = builder.meta()?;
-        let filter = Self::new(server, name, sizing, shards, local.hasher().seed());
-        // Refuse early when the name is taken, before moving any bits.
-        // (A description of another kind is a `Mismatch`, and any other error is this one's.)
-        match server.block_on(meta::open(server, Via::Blocking, name, &Self::like())) {
-            Err(Error::Missing { .. }) => {}
-            Ok(_) => {
+        let filter = Self::new(server, name, sizing, shards, local.hasher().seed(), meta.id);
+        match server.block_on(meta::begin(server, Via::Blocking, name, &meta)) {
+            Ok(Begun::Won) => {}
+            Ok(Begun::Found(_)) | Err(Error::Mismatch { field: "kind", .. }) => {
+                // A description of the same kind with other parameters is the `Mismatch`
+                // `begin` returns; of another kind, the name is taken all the same.
                 return Err(Error::Exists {
                     name: name.to_owned(),
                 });
             }
             Err(err) => return Err(err),
         }
-        // Temporary keys of this upload only (two uploads racing for one name must not
-        // delete each other's), in each shard's slot.
-        let tag = format!(
-            "upload-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        );
-        let temp: Vec<String> = (0..shards).map(|s| names::shard(name, s, &tag)).collect();
+        let result = filter.upload_bits(local);
+        let result =
+            result.and_then(|()| server.block_on(meta::finish(server, Via::Blocking, name, &meta)));
+        if let Err(err) = result {
+            server.block_on(meta::abandon(server, Via::Blocking, name, &meta));
+            return Err(err);
+        }
+        Ok(filter)
+    }
+
+    /// The bits of `local` into this filter's shards, created here (see [`upload`](Self::upload)).
+    fn upload_bits(&self, local: &AtomicBloomFilter<StableHasher>) -> Result<(), Error> {
+        let (server, name) = (&self.server, &self.name);
+        // Temporary keys of this upload only, in each shard's slot.
+        let tag = format!("upload-{}", self.id.to_hex());
+        let temp: Vec<String> = (0..self.keys.len() as u32)
+            .map(|s| names::shard(name, s, &tag))
+            .collect();
         for (s, key) in temp.iter().enumerate() {
-            let words = filter.shard_words(s);
-            let first = s as u64 * filter.blocks_per_shard * filter.words_per_block();
+            let words = self.shard_words(s);
+            let first = s as u64 * self.blocks_per_shard * self.words_per_block();
             let mut batch = Batch::default();
             let k = batch.key(key);
             batch.push(k, {
@@ -107,43 +117,40 @@ impl SharedBloomFilter {
             }
             server.run(&batch)?;
         }
-        // The shards, empty with their guards (kept if a racing create made them), then the
-        // bits into them with `BITOP OR`, not `RENAME`: a create of the same name racing the
-        // upload may have grown the shards and inserted into them, and an OR keeps its bits.
-        // One command per request: a cluster pipeline refuses commands of two keys (these
-        // share a slot). The description comes last, so that no process opens the filter
-        // before all its bits are in.
-        let made = server.run(&filter.create_batch())?;
-        if let Some(i) = made.iter().position(|r| matches!(r, Value::Int(-1))) {
+        // The shards, empty with their guards, then the bits into them. One command per
+        // request: a cluster pipeline refuses commands of two keys (these share a slot).
+        let made = server.run(&self.create_batch())?;
+        if let Some((i, other)) = made
+            .iter()
+            .enumerate()
+            .find(|(_, r)| !matches!(r, Value::Int(1)))
+        {
             return Err(Error::corrupt(
-                &filter.keys[i],
-                "holds a shard of another structure of this name: left as it is",
+                &self.keys[i],
+                format!("a shard's creation answered {other:?}"),
             ));
         }
-        for (key, temp) in filter.keys.iter().zip(&temp) {
-            // One script: a temporary key lost since it was written (an eviction, a
-            // `FLUSHALL`) fails the upload, never ORs nothing into the shard.
+        for (s, (key, temp)) in self.keys.iter().zip(&temp).enumerate() {
+            // One script: a temporary key or a shard lost since it was written (an eviction,
+            // a `FLUSHALL`) fails the upload, never ORs nothing into the shard.
             let mut batch = Batch::default();
             let k = batch.key(key);
-            batch.push_script(k, &MERGE, &[key, temp], &[]);
-            match server.run(&batch)?.first() {
-                Some(Value::Int(1)) => {}
-                _ => {
-                    return Err(Error::Missing {
-                        name: name.to_owned(),
-                        key: temp.clone(),
-                    });
+            let args = [self.guard_byte(s).to_string().into_bytes(), self.id.bytes()];
+            batch.push_script(k, &MERGE, &[key, temp], &args);
+            let lost = match server.run(&batch)?.first() {
+                Some(Value::Int(1)) => continue,
+                Some(Value::Int(0)) => temp,
+                Some(Value::Int(-1)) => key,
+                other => {
+                    return Err(Error::corrupt(key, format!("the merge answered {other:?}")));
                 }
-            }
-        }
-        if !server.block_on(meta::create(server, Via::Blocking, name, &meta))? {
-            // Created meanwhile with the same parameters (a mismatch is an error above): the
-            // upload's bits are in it, as a union.
-            return Err(Error::Exists {
-                name: name.to_owned(),
+            };
+            return Err(Error::Missing {
+                name: name.clone(),
+                key: lost.clone(),
             });
         }
-        Ok(filter)
+        Ok(())
     }
 
     /// [`upload`](Self::upload) of a filter saved to a file by
@@ -196,11 +203,11 @@ impl SharedBloomFilter {
             let guard = self.guard_byte(s);
             batch.push(k, {
                 let mut c = redis::cmd("GETRANGE");
-                c.arg(key).arg(guard).arg(guard);
+                c.arg(key).arg(guard).arg(guard + 7);
                 c
             });
             let replies = self.server.run(&batch)?;
-            let guarded = matches!(replies.last(), Some(Value::BulkString(b)) if b[..] == [1]);
+            let guarded = matches!(replies.last(), Some(Value::BulkString(b)) if self.id.is(b));
             if !matches!(replies[0], Value::Int(1)) || !guarded {
                 return Err(Error::Missing {
                     name: self.name.clone(),

@@ -13,32 +13,18 @@ use crate::script::Lua;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
-/// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard
-/// byte set, and the leases hash with its guard field, in one atomic step. A shard that has
-/// its guard, and leases that have theirs, are kept (a racing creator made them).
+/// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard set,
+/// and the leases hash with its guard field, in one atomic step, replacing whatever the keys
+/// held ([`guard`](crate::guard)).
 pub(super) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "map create",
-        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard's offset.
--- Returns 1 if it made the shard or its leases, 0 if both were there with their guards, -1 if
--- the key is another structure's shard (its guard elsewhere), left untouched.
-local at = tonumber(ARGV[1])
-local made = 0
-if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= '\1SEENGRD' then
-  local len = redis.call('STRLEN', KEYS[1])
-  if len >= 8 and redis.call('GETRANGE', KEYS[1], len - 8, len - 1) == '\1SEENGRD' then
-    return -1
-  end
-  redis.call('DEL', KEYS[1])
-  redis.call('SETRANGE', KEYS[1], at, '\1SEENGRD')
-  made = 1
-end
-if redis.call('HGET', KEYS[2], 'guard') ~= '1' then
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[2], 'guard', '1')
-  made = 1
-end
-return made",
+        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard's offset, ARGV[2]: the
+-- creation id. Returns 1.
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]), ARGV[2])
+redis.call('HSET', KEYS[2], 'guard', ARGV[2])
+return 1",
     )
 });
 
@@ -147,15 +133,15 @@ impl SharedMapBuilder {
         via: Via,
         if_exists: IfExists,
     ) -> Result<SharedOverwriteMap, Error> {
-        let (map, meta) = self.map(server)?;
+        let (mut map, meta) = self.map(server)?;
         let shards = map.create_batch();
-        meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
+        map.id = meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
         Ok(map)
     }
 
     pub(super) fn map(&self, server: &Server) -> Result<(SharedOverwriteMap, Meta), Error> {
         let (buckets, shards, meta) = self.plan()?;
-        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed)
+        let map = SharedOverwriteMap::new(server, &self.name, buckets, shards, self.seed, meta.id)
             .with_lease(self.lease);
         Ok((map, meta))
     }
@@ -178,7 +164,8 @@ impl SharedOverwriteMap {
         for s in 0..self.keys.len() {
             let k = batch.key(&self.keys[s]);
             let guard = self.guard_byte(s).to_string().into_bytes();
-            batch.push_script(k, &CREATE, &[&self.keys[s], &self.leases[s]], &[guard]);
+            let args = [guard, self.id.bytes()];
+            batch.push_script(k, &CREATE, &[&self.keys[s], &self.leases[s]], &args);
         }
         batch
     }

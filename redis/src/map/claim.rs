@@ -23,11 +23,14 @@ use crate::{Error, Server};
 
 /// The checks every script starts with, and the server's time in milliseconds as `now`.
 /// `KEYS[1]` a shard, `KEYS[2]` its leases; `ARGV[1]` the slot's first byte, `ARGV[2]` the
-/// fingerprint's 8 bytes, `ARGV[3]` the guard byte's offset.
+/// fingerprint's 8 bytes, `ARGV[3]` the guard's offset, the last `ARGV` the creation id: the
+/// shard's guard and the leases' `guard` field must be that id ([`guard`](crate::guard)).
 macro_rules! prologue {
     () => {
-        r"if redis.call('GETRANGE', KEYS[1], ARGV[3], ARGV[3]) ~= '\1' then return -1 end
-if redis.call('HGET', KEYS[2], 'guard') ~= '1' then return -2 end
+        r"local id = ARGV[#ARGV]
+local g = tonumber(ARGV[3])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local at = tonumber(ARGV[1])
@@ -151,6 +154,7 @@ impl SharedOverwriteMap {
             self.guard_byte(s).to_string().into_bytes(),
         ];
         args.extend(more.iter().map(|a| a.to_vec()));
+        args.push(self.id.bytes());
         let mut batch = Batch::default();
         let k = batch.key(&self.keys[s]);
         batch.push_script(k, script, &[&self.keys[s], &self.leases[s]], &args);

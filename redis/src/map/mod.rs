@@ -15,6 +15,7 @@ use seen::hash::{Hash128, ItemHasher, StableHasher};
 
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
 use crate::forward::in_requests;
+use crate::guard::Id;
 use crate::meta::{self, Meta};
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -88,22 +89,23 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 /// writes and `GET i64 64·i` reads (the server numbers bits from the most significant bit of
 /// byte 0; the fingerprint travels as the `i64` with the same 64 bits).
 ///
-/// After the slots, each shard holds one **guard byte** of value 1, written when the map is
-/// created. Every command below reads it in the same atomic step as the slots it touches, so
+/// After the slots, each shard holds an 8-byte **guard**, the map's creation id
+/// ([`guard`](crate::guard)), written when the map is created. Every command below reads it in the same atomic step as the slots it touches, so
 /// that a shard that is gone (a restart without persistence, `FLUSHALL`, an eviction, a
 /// [`destroy`](SharedOverwriteMap::destroy)) is reported as [`Error::Missing`] and never read as
 /// an empty map. A write to a missing shard creates a short string without the guard (a
 /// `BITFIELD SET` creates its key); every later command on it still finds no guard, so the
 /// error persists until the map is created anew, which replaces every shard: a create does it
 /// only when the description is gone too (a restart that lost everything); with the
-/// description still there, [`destroy`](SharedOverwriteMap::destroy) the map first.
+/// description still there, [`destroy`](SharedOverwriteMap::destroy) the map first. A map
+/// created anew has another id: the handles of the old one stay `Missing`.
 ///
 /// Beside each shard is the hash of its claims' leases, `seen:{NAME:s}:leases`, with a field
-/// `guard` that tells a lost hash from an empty one ([`SharedClaim`] has the details).
+/// `guard` (the creation id) that tells a lost hash from an empty one ([`SharedClaim`] has the details).
 ///
 /// # The protocol, and why each step is atomic
 ///
-/// - **Insert** (one round trip): `BITFIELD key GET u8 <guard> SET i64 <slot> <fingerprint>`.
+/// - **Insert** (one round trip): `BITFIELD key GET i64 <guard> SET i64 <slot> <fingerprint>`.
 ///   One `BITFIELD` is one atomic command that returns every old value: the `SET` is an atomic
 ///   swap, as the local `AtomicU64::swap`. The item is new unless the old value was its own
 ///   fingerprint. The comparison happens in the client, on the exact 64-bit reply (no number
@@ -111,7 +113,7 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 ///   among racing inserts of an item that its slot does not hold, the first to run writes it
 ///   and is told "new", and every later one finds it and is told "not new", unless another
 ///   item's insert runs between them (the map then forgot the item, exactly as locally).
-/// - **Lookup** (one round trip): `BITFIELD_RO key GET u8 <guard> GET i64 <slot>`; one command,
+/// - **Lookup** (one round trip): `BITFIELD_RO key GET i64 <guard> GET i64 <slot>`; one command,
 ///   one consistent read.
 /// - **Forget** (one round trip): a compare-and-clear script, the local `compare_exchange(fp,
 ///   0)`: it reads the slot's 8 bytes with `GETRANGE`, compares them **as a string** with the
@@ -134,12 +136,10 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 ///   committed; a claim whose holder vanished ends with its lease, so a crashed consumer
 ///   delays a message by at most the lease and never loses it. A race, or a holder slower
 ///   than its lease, can cause a duplicate, never a loss.
-/// - **Create**: unless the description exists, one script per shard makes it (every slot
-///   empty, the guard byte set, the leases hash with its guard; kept if they have their
-///   guards: a racing creator's), then the description is written with `SET ... NX GET`
-///   (among racing creators exactly one writes it): the shards before the description, so no
-///   process opens the map before they are there. Under an existing description nothing is
-///   created: a lost shard stays lost.
+/// - **Create**: as the Bloom filter's: the description (`state=creating`, `SET ... NX GET`),
+///   then by its creator alone one script per shard (every slot empty, the guard set, the
+///   leases hash with its guard), then `state=ready`; openers wait for `ready`. Nothing else
+///   makes a shard: a lost shard stays lost.
 /// - **Batches** ([`insert_many`](SharedOverwriteMap::insert_many),
 ///   [`contains_many`](SharedOverwriteMap::contains_many)): one `BITFIELD` per shard touched
 ///   (cut every 512 fields), each with the guard's `GET`, all in one pipeline: one round trip
@@ -155,6 +155,8 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 pub struct SharedOverwriteMap {
     server: Server,
     name: String,
+    /// The creation id of the map this handle opened ([`guard`](crate::guard)).
+    id: Id,
     buckets: u64,
     slots_per_shard: u64,
     hasher: StableHasher,
@@ -255,13 +257,14 @@ impl SharedOverwriteMap {
                 format!("{buckets} buckets in {shards} shards"),
             ));
         }
-        Ok(Self::new(server, name, buckets, shards, seed))
+        Ok(Self::new(server, name, buckets, shards, seed, stored.id))
     }
 
-    fn new(server: &Server, name: &str, buckets: u64, shards: u32, seed: u64) -> Self {
+    fn new(server: &Server, name: &str, buckets: u64, shards: u32, seed: u64, id: Id) -> Self {
         Self {
             server: server.clone(),
             name: name.to_owned(),
+            id,
             buckets,
             slots_per_shard: buckets.div_ceil(u64::from(shards)),
             hasher: StableHasher::with_seed(seed),

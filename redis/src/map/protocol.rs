@@ -9,6 +9,7 @@ use seen::hash::Hash128;
 
 use super::SharedOverwriteMap;
 use crate::Error;
+use crate::guard;
 use crate::script::Lua;
 use crate::server::Batch;
 
@@ -22,9 +23,10 @@ pub(super) static FORGET: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "forget",
         r"-- KEYS[1]: a shard. ARGV[1]: the slot's first byte; ARGV[2]: the fingerprint,
--- 8 bytes big-endian; ARGV[3]: the guard byte's offset.
+-- 8 bytes big-endian; ARGV[3]: the guard's offset; ARGV[4]: the creation id.
 -- Returns 1 if the slot held the fingerprint (now cleared), 0 if not, -1 if the shard is gone.
-if redis.call('GETRANGE', KEYS[1], ARGV[3], ARGV[3]) ~= '\1' then return -1 end
+local g = tonumber(ARGV[3])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= ARGV[4] then return -1 end
 local at = tonumber(ARGV[1])
 if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
 redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
@@ -91,10 +93,8 @@ impl SharedOverwriteMap {
             first_cmd[s] = batch.len();
             for members in cmds {
                 let mut cmd = redis::cmd(if write { "BITFIELD" } else { "BITFIELD_RO" });
-                cmd.arg(key)
-                    .arg("GET")
-                    .arg("u8")
-                    .arg(self.guard_byte(s) * 8);
+                cmd.arg(key);
+                guard::get(&mut cmd, self.guard_byte(s));
                 for &i in members {
                     let item = &items[i];
                     if write {
@@ -136,16 +136,8 @@ impl SharedOverwriteMap {
                 return Err(what(item.shard, reply));
             };
             if !checked[cmd] {
-                match fields.first() {
-                    Some(Value::Int(1)) => checked[cmd] = true,
-                    Some(Value::Int(0)) => {
-                        return Err(Error::Missing {
-                            name: self.name.clone(),
-                            key: self.keys[item.shard].clone(),
-                        });
-                    }
-                    _ => return Err(what(item.shard, reply)),
-                }
+                guard::check(&self.name, &self.keys[item.shard], self.id, fields.first())?;
+                checked[cmd] = true;
             }
             match fields.get(pos) {
                 Some(Value::Int(v)) => values.push(*v as u64),
@@ -167,6 +159,7 @@ impl SharedOverwriteMap {
             (item.offset / 8).to_string().into_bytes(),
             item.fingerprint.to_be_bytes().to_vec(),
             self.guard_byte(item.shard).to_string().into_bytes(),
+            self.id.bytes(),
         ];
         let mut batch = Batch::default();
         let k = batch.key(key);

@@ -13,6 +13,7 @@ use super::SharedWindowedFilter;
 use super::scripts::CREATE_LEDGER;
 use super::time::{Time, server_time};
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
+use crate::guard::Id;
 use crate::meta::{self, IfExists, Meta};
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -197,31 +198,33 @@ impl SharedWindowBuilder {
         if_exists: IfExists,
     ) -> Result<SharedWindowedFilter, Error> {
         let params = self.params()?;
-        let ledgers = ledgers_batch(&self.name, params.shards);
         let meta = describe(&params);
-        meta::create_with(server, via, &self.name, &meta, &ledgers, if_exists).await?;
+        let ledgers = ledgers_batch(&self.name, params.shards, meta.id);
+        let id = meta::create_with(server, via, &self.name, &meta, &ledgers, if_exists).await?;
         let time = match &self.clock {
             Some(clock) => Time::Clock(clock.clone()),
             None => Time::Server(Mutex::new(server_time(server, via, &self.name).await?)),
         };
-        Ok(SharedWindowedFilter::new(server, &self.name, params, time))
+        Ok(SharedWindowedFilter::new(
+            server, &self.name, params, time, id,
+        ))
     }
 }
 
 /// Shard `s`'s ledger: the hash of the generations created in the shard and the end of each
-/// one's life on the server's clock, with a `guard` field (value 1) that tells a lost ledger
-/// from an empty one.
+/// one's life on the server's clock, with a `guard` field (the creation id) that tells a lost
+/// ledger from an empty one, and this filter's from another's of the same name.
 pub(super) fn ledger(name: &str, s: usize) -> String {
     names::shard(name, s as u32, "gens")
 }
 
 /// The creation of every shard's ledger ([`CREATE_LEDGER`]).
-pub(super) fn ledgers_batch(name: &str, shards: u32) -> Batch {
+pub(super) fn ledgers_batch(name: &str, shards: u32, id: Id) -> Batch {
     let mut batch = Batch::default();
     for s in 0..shards as usize {
         let ledger = ledger(name, s);
         let k = batch.key(&ledger);
-        batch.push_script(k, &CREATE_LEDGER, &[&ledger], &[]);
+        batch.push_script(k, &CREATE_LEDGER, &[&ledger], &[id.bytes()]);
     }
     batch
 }

@@ -28,6 +28,7 @@ impl SharedWindowedFilter {
             }
             let mut args = vec![guard.to_string().into_bytes()];
             args.extend((from..=to).map(|g| g.to_string().into_bytes()));
+            args.push(self.id.bytes());
             keys.push(self.ledger(s));
             let k = batch.key(&keys[keys.len() - 1]);
             let names: Vec<&str> = keys.iter().map(String::as_str).collect();

@@ -17,6 +17,7 @@ use seen::hash::{Hash128, ItemHasher, StableHasher};
 use seen::sizing::BlockedSizing;
 
 use crate::forward::in_requests;
+use crate::guard::Id;
 use crate::meta::{self, Meta};
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -85,14 +86,16 @@ use time::{Time, server_time};
 /// them all. The bits within a key are [`SharedBloomFilter`](crate::SharedBloomFilter)'s: the
 /// crate's bit `b` of word `w` is the string's bit `64·w + 63 - b`, so `GET i64 64·w` reads the
 /// word whole. A key is created by the first insert of its period, at its full length with
-/// a **guard byte** of value 1 after its bits (as a Bloom filter's shard), and expires at the
+/// an 8-byte **guard**, the filter's creation id, after its bits (as a Bloom filter's shard),
+/// and expires at the
 /// end of the last period in which it is live, `(g + n + 1)·P`, plus one period for clients
 /// whose clock lags (`PEXPIREAT`, moved later by later writes): the server forgets old
 /// generations by itself, and nothing ever rotates or clears.
 ///
 /// Beside the generations, each shard has a **ledger**, the hash `seen:{NAME:s}:gens`: per
 /// generation created, the end of its key's life on the server's clock (the same value as
-/// its `PEXPIREAT`), and a field `guard` written when the filter is created. It tells the
+/// its `PEXPIREAT`), and a field `guard` (the creation id) written when the filter is created.
+/// It tells the
 /// three kinds of missing generation apart: never written (not in the ledger: empty),
 /// expired (its end has passed: empty), and **lost** (in the ledger, its end still ahead, but
 /// no key with a guard: evicted, deleted, a restart without persistence), which is
@@ -100,8 +103,8 @@ use time::{Time, server_time};
 ///
 /// # The protocol, and why each step is atomic enough
 ///
-/// - **Create**: unless the description exists, each shard's ledger with its guard (kept if
-///   it has one), then the description (`SET ... NX GET`): the shards before the description.
+/// - **Create**: as the Bloom filter's: the description (`state=creating`, `SET ... NX GET`),
+///   then by its creator alone each shard's ledger with its guard, then `state=ready`.
 /// - **Lookup** (one round trip): `EXISTS` of the description (a destroyed filter is an
 ///   error, never an empty one) and, per shard touched and per generation `g - n ..= g + 1`,
 ///   one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an item; then, per shard,
@@ -170,6 +173,8 @@ use time::{Time, server_time};
 pub struct SharedWindowedFilter {
     server: Server,
     name: String,
+    /// The creation id of the filter this handle opened ([`guard`](crate::guard)).
+    id: Id,
     generation: BlockedSizing,
     fpr: f64,
     periods: u32,
@@ -242,7 +247,7 @@ impl SharedWindowedFilter {
         let stored = meta::open(server, via, name, &Self::like()).await?;
         let params = Self::from_meta(name, &stored)?;
         let time = Time::Server(Mutex::new(server_time(server, via, name).await?));
-        Ok(Self::new(server, name, params, time))
+        Ok(Self::new(server, name, params, time, stored.id))
     }
 
     /// The fields of a description, for reading one.
@@ -289,7 +294,7 @@ impl SharedWindowedFilter {
         // The stored description must be the one this version computes for these parameters:
         // another sizing would put items at other bits.
         let expected = describe(&params);
-        if &expected != stored {
+        if expected.fields != stored.fields {
             let (field, have, want) = expected
                 .fields
                 .iter()
@@ -307,10 +312,11 @@ impl SharedWindowedFilter {
         Ok(params)
     }
 
-    fn new(server: &Server, name: &str, params: Params, time: Time) -> Self {
+    fn new(server: &Server, name: &str, params: Params, time: Time, id: Id) -> Self {
         Self {
             server: server.clone(),
             name: name.to_owned(),
+            id,
             blocks_per_shard: params.generation.blocks.div_ceil(u64::from(params.shards)),
             generation: params.generation,
             fpr: params.fpr,

@@ -131,6 +131,7 @@ impl SharedWindowedFilter {
             let ledger = self.ledger(s);
             let mut args = vec![self.guard_byte(s).to_string().into_bytes()];
             args.extend((first..=now.generation + 1).map(|g| g.to_string().into_bytes()));
+            args.push(self.id.bytes());
             keys.push(ledger);
             let k = batch.key(&keys[generations]);
             let names: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -320,6 +321,7 @@ impl SharedWindowedFilter {
                         Self::unset(&items[i], &words[i][index(o)], &mut args);
                     }
                 }
+                args.push(self.id.bytes());
                 batch.push_script(k, &INSERT, &keys, &args);
                 whose.push(chunk.to_vec());
             }

@@ -6,10 +6,10 @@ use std::sync::LazyLock;
 use crate::script::Lua;
 
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
-/// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard
-/// byte's offset, then one generation number per generation key, then per item, per
-/// generation key in order, a count and that many bit offsets (the item's bits that the read
-/// found unset in that key). Returns one integer per item, 1 if new; or `{-1, k}` if
+/// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard's
+/// offset, then one generation number per generation key, then per item, per generation key
+/// in order, a count and that many bit offsets (the item's bits that the read found unset in
+/// that key), and last the creation id (every guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
 /// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
 /// [`SharedWindowedFilter`]'s docs.
 pub(super) static INSERT: LazyLock<Lua> = LazyLock::new(|| {
@@ -17,13 +17,14 @@ pub(super) static INSERT: LazyLock<Lua> = LazyLock::new(|| {
         "window insert",
         r"local nk = #KEYS - 1
 local ledger = KEYS[#KEYS]
-if redis.call('HGET', ledger, 'guard') ~= '1' then return {-2} end
+local id = ARGV[#ARGV]
+if redis.call('HGET', ledger, 'guard') ~= id then return {-2} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local guard = tonumber(ARGV[2])
 local present = {}
 for k = 1, nk do
-  if redis.call('GETRANGE', KEYS[k], guard, guard) == '\1' then
+  if redis.call('GETRANGE', KEYS[k], guard, guard + 7) == id then
     present[k] = true
   else
     local d = redis.call('HGET', ledger, ARGV[2 + k])
@@ -37,7 +38,7 @@ if present[1] then
   was = tonumber(redis.call('HGET', ledger, ARGV[3]) or '0')
 else
   redis.call('DEL', KEYS[1])
-  redis.call('SETRANGE', KEYS[1], guard, '\1')
+  redis.call('SETRANGE', KEYS[1], guard, id)
   local all = redis.call('HGETALL', ledger)
   for j = 1, #all, 2 do
     if all[j] ~= 'guard' and tonumber(all[j + 1]) <= now then redis.call('HDEL', ledger, all[j]) end
@@ -49,7 +50,7 @@ if deadline > was then
 end
 local out = {}
 local i = 3 + nk
-while i <= #ARGV do
+while i < #ARGV do
   local found = false
   local sets = {}
   for k = 1, nk do
@@ -86,18 +87,20 @@ return out",
 });
 
 /// The check after a read of one shard's generations: `KEYS` the generation keys read, the
-/// last key the shard's ledger; `ARGV[1]` the guard byte's offset, then one generation number
-/// per generation key. Returns 0 if every generation the ledger holds live is there, `k` if
+/// last key the shard's ledger; `ARGV[1]` the guard's offset, then one generation number per
+/// generation key, then the creation id. Returns 0 if every generation the ledger holds live is there, `k` if
 /// generation key `k` is lost, -2 if the ledger is.
 pub(super) static CHECK: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "window check",
         r"local ledger = KEYS[#KEYS]
-if redis.call('HGET', ledger, 'guard') ~= '1' then return -2 end
+local id = ARGV[#ARGV]
+if redis.call('HGET', ledger, 'guard') ~= id then return -2 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local g = tonumber(ARGV[1])
 for k = 1, #KEYS - 1 do
-  if redis.call('GETRANGE', KEYS[k], ARGV[1], ARGV[1]) ~= '\1' then
+  if redis.call('GETRANGE', KEYS[k], g, g + 7) ~= id then
     local d = redis.call('HGET', ledger, ARGV[1 + k])
     if d and tonumber(d) > now then return k end
   end
@@ -106,13 +109,13 @@ return 0",
     )
 });
 
-/// A ledger's creation: its guard field, unless it has one (a racing creator's).
+/// A ledger's creation: `KEYS[1]` the ledger, `ARGV[1]` the creation id, its guard field;
+/// whatever the key held is replaced ([`guard`](crate::guard)).
 pub(super) static CREATE_LEDGER: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "ledger create",
-        r"if redis.call('HGET', KEYS[1], 'guard') == '1' then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'guard', '1')
+        r"redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'guard', ARGV[1])
 return 1",
     )
 });

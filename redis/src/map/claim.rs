@@ -17,9 +17,9 @@ use redis::Value;
 use seen::hash::{Hash128, ItemHasher};
 
 use super::SharedOverwriteMap;
+use crate::Error;
 use crate::script::Lua;
 use crate::server::{Batch, Via};
-use crate::{Error, Server};
 
 /// The checks every script starts with, and the server's time in milliseconds as `now`.
 /// `KEYS[1]` a shard, `KEYS[2]` its leases; `ARGV[1]` the slot's first byte, `ARGV[2]` the
@@ -248,8 +248,8 @@ impl SharedOverwriteMap {
     }
 
     /// [`claim`](Self::claim), on the tokio connection. A claim from here, dropped without
-    /// `commit`, forgets its item in a task spawned on the runtime: it never blocks the thread
-    /// (see [`SharedClaim`]).
+    /// `commit`, forgets its item in a task spawned on the [`Server`](crate::Server)'s own runtime: it never
+    /// blocks the thread, and runs even if the caller's runtime ends (see [`SharedClaim`]).
     ///
     /// # Errors
     ///
@@ -296,7 +296,9 @@ impl SharedOverwriteMap {
 /// - **Dropped** without either: forgets as `forget` does, ignoring errors (the lease ends
 ///   by itself if the server cannot be reached). A claim from [`claim`](SharedOverwriteMap::claim)
 ///   blocks for that round trip; one from [`claim_async`](SharedOverwriteMap::claim_async)
-///   spawns it on the tokio runtime and never blocks the thread: in async code, call
+///   spawns it on the [`Server`](crate::Server)'s own runtime (the one that drives the blocking API), so it
+///   never blocks the thread and still runs when the claim is dropped as the caller's runtime
+///   ends (the last thing a `block_on` does, or a task cancelled at shutdown): in async code, call
 ///   [`forget_async`](Self::forget_async)`.await` before handing a failed message back, so
 ///   that its redelivery cannot arrive before the forget.
 ///
@@ -455,36 +457,24 @@ impl<'a> SharedClaim<'a> {
     }
 }
 
-/// Runs `batch` in a task on the current tokio runtime, its outcome ignored; `false` (and
-/// nothing run) outside one.
-fn spawned(server: &Server, batch: &mut Option<Batch>) -> bool {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        return false;
-    };
-    let (server, batch) = (server.clone(), batch.take());
-    handle.spawn(async move {
-        if let Some(batch) = batch {
-            let _ = server.run_async(&batch).await;
-        }
-    });
-    true
-}
-
 impl Drop for SharedClaim<'_> {
     /// Forgets the item unless the claim was committed or forgotten, errors ignored: blocking
-    /// for a claim from `claim`, in a spawned task for one from `claim_async` (see the type
-    /// docs).
+    /// for a claim from `claim`; for one from `claim_async`, in a task on the [`Server`](crate::Server)'s own
+    /// runtime, never the caller's, whose end (a `current_thread` runtime's `block_on`
+    /// returning, a shutdown) would drop the task unrun (see the type docs).
     fn drop(&mut self) {
         let Some(hash) = self.hash.take() else {
             return;
         };
-        let mut batch = Some(self.release_batch(hash).0);
-        if self.spawn && spawned(&self.map.server, &mut batch) {
-            return;
+        if self.spawn {
+            let (server, batch) = (self.map.server.clone(), self.release_batch(hash).0);
+            if self.map.server.spawn(async move {
+                let _ = server.send(Via::Blocking, &batch).await;
+            }) {
+                return;
+            }
         }
-        if let Some(batch) = batch {
-            let _ = self.map.server.run(&batch);
-        }
+        let _ = self.map.server.run(&self.release_batch(hash).0);
     }
 }
 

@@ -10,7 +10,7 @@
 //! blocking pipeline read waits the whole timeout once per reply still missing, so a stalled
 //! server held a call of 100 ids on 16 shards for 33 s with a timeout of 1 s.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -126,6 +126,8 @@ enum Target {
 #[derive(Default)]
 struct Slot {
     conn: Option<(u64, AsyncConnection)>,
+    /// Alive while the runtime the connection was made in runs (see [`Server::connection`]).
+    runtime: Weak<()>,
     opened: u64,
 }
 
@@ -315,12 +317,6 @@ impl Server {
         self.block_on(self.send(Via::Blocking, batch))
     }
 
-    /// Runs `batch` on the tokio connection, which every task shares (multiplexed):
-    /// [`request`](Self::request) in the caller's runtime. Returns one reply per command.
-    pub(crate) async fn run_async(&self, batch: &Batch) -> Result<Vec<Value>, Error> {
-        self.send(Via::Async, batch).await
-    }
-
     /// Runs `batch` on the connection of `via`'s API: the one driver of every structure's
     /// protocol, which the blocking API drives with [`block_on`](Self::block_on) and the async
     /// API awaits.
@@ -342,8 +338,17 @@ impl Server {
         deadline: Instant,
     ) -> Result<(u64, AsyncConnection), Error> {
         let lock = || slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(conn) = &lock().conn {
-            return Ok(conn.clone());
+        {
+            let mut slot = lock();
+            if slot.runtime.strong_count() == 0 {
+                // The runtime whose task drove this connection has ended (an `_async` call
+                // from a second runtime after the first one's end): it would fail the next
+                // request with a broken pipe, although nothing was sent. A new one instead.
+                slot.conn = None;
+            }
+            if let Some(conn) = &slot.conn {
+                return Ok(conn.clone());
+            }
         }
         let timeout = self.inner.timeout;
         let conn = match &self.inner.target {
@@ -374,6 +379,14 @@ impl Server {
         }
         slot.opened += 1;
         slot.conn = Some((slot.opened, conn.clone()));
+        // A task of the current runtime holds `alive` until the runtime ends (its tasks are
+        // dropped then): the slot's weak handle then says the connection is dead.
+        let alive = Arc::new(());
+        slot.runtime = Arc::downgrade(&alive);
+        tokio::spawn(async move {
+            let _alive = alive;
+            std::future::pending::<()>().await;
+        });
         Ok((slot.opened, conn))
     }
 

@@ -80,6 +80,22 @@ impl Server {
         }
     }
 
+    /// Runs `fut` in a task on this server's own runtime (started if it is not yet), which
+    /// lives as long as the server: `false`, and nothing spawned, if it cannot be started or
+    /// the server replays canned replies.
+    pub(crate) fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) -> bool {
+        if self.replays() {
+            return false;
+        }
+        match self.driver() {
+            Ok(runtime) => {
+                drop(runtime.spawn(fut));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// The blocking API's runtime, started if it is not yet.
     pub(super) fn driver(&self) -> Result<&tokio::runtime::Runtime, Error> {
         if let Some(Driver(Some(runtime))) = self.inner.driver.get() {

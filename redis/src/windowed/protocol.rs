@@ -316,7 +316,9 @@ impl SharedWindowedFilter {
                 ];
                 args.extend(others.iter().map(|o| o.to_string().into_bytes()));
                 for &i in chunk {
-                    Self::unset(&items[i], &words[i][index(g)], &mut args);
+                    // Every bit in `g`, whatever the read found there: `g`'s key may have
+                    // expired since, and a key made again must get the whole item.
+                    Self::unset(&items[i], &[0; 8], &mut args);
                     for &o in &others {
                         Self::unset(&items[i], &words[i][index(o)], &mut args);
                     }

@@ -1,4 +1,4 @@
-//! `SharedWindowedFilter` on a server that answers anything (`seen_redis::fuzzing::server`),
+//! `SharedWindowedBloomFilter` on a server that answers anything (`seen_redis::fuzzing::server`),
 //! on the server's time (`TIME`, read at the create and the open): a create, then lookups,
 //! inserts and an open, on the replies of the input ([`seen_fuzz::Session`]).
 //!
@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use seen::Layout;
 use seen::hash::{Hash128, ItemHasher};
 use seen_fuzz::{Session, answered};
-use seen_redis::SharedWindowedFilter;
+use seen_redis::SharedWindowedBloomFilter;
 
 const NAME: &str = "w";
 
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Layout::Line
     };
-    let builder = SharedWindowedFilter::builder(NAME, [1, 100][usize::from(p >> 1 & 1)])
+    let builder = SharedWindowedBloomFilter::builder(NAME, [1, 100][usize::from(p >> 1 & 1)])
         .layout(layout)
         .periods([1, 2, 6, 0][usize::from(p >> 2 & 3)])
         .period([Duration::from_millis(1), Duration::from_secs(86_400)][usize::from(p >> 4 & 1)])
@@ -60,7 +60,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             2 => {
-                if let Some(opened) = answered(&server, SharedWindowedFilter::open(&server, NAME)) {
+                if let Some(opened) = answered(&server, SharedWindowedBloomFilter::open(&server, NAME)) {
                     opened.generation().ok();
                 }
             }

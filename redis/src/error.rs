@@ -67,8 +67,9 @@ pub enum Error {
         name: String,
     },
     /// Another process began creating the structure and had not finished within the server's
-    /// timeout: it is slow (many large shards), or it ended mid-way (then the structure stays
-    /// unfinished until it is destroyed). Nothing was written.
+    /// timeout: it is slow (many large shards), or it ended mid-way. In that case the name
+    /// stays unfinished until its description, `seen:{NAME}:meta`, is deleted (`DEL`); the
+    /// next create then replaces whatever shards it left. Nothing was written.
     Unfinished {
         /// The structure's name.
         name: String,
@@ -169,7 +170,7 @@ impl fmt::Display for Error {
             Self::Exists { name } => write!(f, "{name}: a structure of this name already exists"),
             Self::Unfinished { name } => write!(
                 f,
-                "{name}: another process began creating it and has not finished (if that process ended, destroy {name} and create it again)"
+                "{name}: another process began creating it and has not finished (if that process ended, delete seen:{{{name}}}:meta, e.g. with redis-cli DEL, and create it again)"
             ),
             Self::Corrupt { key, what } => write!(f, "{key}: not written by this crate: {what}"),
             Self::InvalidName { name } => write!(

@@ -206,7 +206,8 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
             }
         }
         "shard create" | "map create" | "ledger create" => int(&|n| n == 1),
-        "finish creation" | "abandon creation" => int(&|n| n == 0 || n == 1),
+        "finish creation" | "abandon creation" | "key destroy" => int(&|n| n == 0 || n == 1),
+        "destroy" => int(&|n| (-1..=1).contains(&n)),
         "upload merge" => int(&|n| (-1..=1).contains(&n)),
         "forget" => int(&|n| (-1..=1).contains(&n)),
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
@@ -249,7 +250,7 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+    use crate::{SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
 
     fn int(n: i64) -> Vec<u8> {
         format!(":{n}\r\n").into_bytes()
@@ -300,7 +301,7 @@ mod tests {
         let read = array(&[int(1), one.clone(), one, bad, int(0)]);
         let created = [NIL.to_vec(), int(1), int(1)].concat();
         let replies = server(&[created.clone(), time, read].concat(), false);
-        let window = SharedWindowedFilter::builder("w", 1)
+        let window = SharedWindowedBloomFilter::builder("w", 1)
             .periods(1)
             .create(&replies)
             .unwrap();
@@ -338,7 +339,7 @@ mod tests {
             let time = array(&[array(&[bulk(secs), bulk(micros)])]);
             let created = [NIL.to_vec(), int(1), int(1)].concat();
             let server = server(&[created, time].concat(), false);
-            let window = SharedWindowedFilter::builder("w", 1).create(&server);
+            let window = SharedWindowedBloomFilter::builder("w", 1).create(&server);
             if valid {
                 assert_eq!(window.unwrap().generation().unwrap(), u64::MAX / 86_400);
             } else {

@@ -114,6 +114,40 @@ return 1",
     )
 });
 
+/// A key's deletion by a destroy: `KEYS[1]` a shard or a generation (a string whose guard is at
+/// `ARGV[1]`) or a ledger or leases hash (its `guard` field), deleted only if its guard is the
+/// creation id `ARGV[2]`. 1 if deleted, else 0.
+pub(crate) static DESTROY: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "key destroy",
+        r"local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'string' then
+  local at = tonumber(ARGV[1])
+  if redis.call('GETRANGE', KEYS[1], at, at + 7) ~= ARGV[2] then return 0 end
+elseif t == 'hash' then
+  if redis.call('HGET', KEYS[1], 'guard') ~= ARGV[2] then return 0 end
+else
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1",
+    )
+});
+
+/// Appends to `batch` the deletion ([`DESTROY`]) of each of `keys` (its name and, for a
+/// string, its guard's offset) whose guard is `id`.
+pub(crate) fn destroy(batch: &mut Batch, id: Id, keys: impl IntoIterator<Item = (String, u64)>) {
+    for (key, guard) in keys {
+        let k = batch.key(&key);
+        batch.push_script(
+            k,
+            &DESTROY,
+            &[&key],
+            &[guard.to_string().into_bytes(), id.bytes()],
+        );
+    }
+}
+
 /// Appends to `batch` the creation of each of `shards`: its key and its guard's offset (the
 /// shard's length in bytes, data before it), under the creation id `id`.
 pub(crate) fn create(batch: &mut Batch, id: Id, shards: impl IntoIterator<Item = (String, u64)>) {

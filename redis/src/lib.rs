@@ -20,7 +20,7 @@
 //!   The [`seen::AtomicBloomFilter`] block for block: [`upload`](SharedBloomFilter::upload)
 //!   a local filter (or a saved file) and [`download`](SharedBloomFilter::download) it back,
 //!   byte for byte.
-//! - [`SharedWindowedFilter`]: only the last `n` periods count, as a
+//! - [`SharedWindowedBloomFilter`]: only the last `n` periods count, as a
 //!   [`seen::WindowedBloomFilter`] with an aligned rotation: one key per generation that
 //!   expires on its own.
 //! - [`SharedOverwriteMap`]: never calls a new item "seen", forgets old ones; its claims
@@ -39,7 +39,7 @@
 //! | structure | racing inserts of one new item | errs by | round trips: insert / lookup | forgets |
 //! | --- | --- | --- | --- | --- |
 //! | [`SharedBloomFilter`], both layouts | exactly one is told "new" | false positives, no false negatives | 1 or 2 / 1 per batch | never |
-//! | [`SharedWindowedFilter`] | exactly one, across period boundaries | false positives, no false negatives within the window | 2 / 1 per batch | after `n` to `n + 1` periods |
+//! | [`SharedWindowedBloomFilter`] | exactly one, across period boundaries | false positives, no false negatives within the window | 2 / 1 per batch | after `n` to `n + 1` periods |
 //! | [`SharedOverwriteMap`] | exactly one, unless overwritten between | forgets; a false positive only by a 2^-64 collision | 1 / 1 per batch | when overwritten |
 //!
 //! - **Errors answer nothing.** A request that fails returns an [`Error`] naming the key and
@@ -117,7 +117,7 @@ pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
 pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
 pub use server::{DEFAULT_TIMEOUT, Server, ServerBuilder};
-pub use windowed::{SharedWindowBuilder, SharedWindowedFilter};
+pub use windowed::{SharedWindowedBloomBuilder, SharedWindowedBloomFilter};
 
 /// The README's examples, compiled (they need a server, so they do not run).
 #[doc = include_str!("../README.md")]

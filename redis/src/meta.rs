@@ -63,6 +63,20 @@ return 1",
     )
 });
 
+/// A destroy's first step: the description deleted if it is of the creation `ARGV[1]`
+/// (`\nid=<hex>\n` in it). 1 if deleted, 0 if it is another structure's (nothing deleted), -1
+/// if there is none.
+static DESTROY: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "destroy",
+        r"local d = redis.call('GET', KEYS[1])
+if not d then return -1 end
+if not string.find(d, ARGV[1], 1, true) then return 0 end
+redis.call('DEL', KEYS[1])
+return 1",
+    )
+});
+
 /// A description: the kind, the creation id, whether the creation finished, and the
 /// parameters in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,6 +202,12 @@ impl Meta {
                     ));
                 }
             }
+        }
+        if let Some(line) = lines.next() {
+            return Err(Error::corrupt(
+                &key,
+                format!("{line:?} after the last field"),
+            ));
         }
         Ok(meta)
     }
@@ -324,12 +344,14 @@ pub(crate) async fn abandon(server: &Server, via: Via, name: &str, meta: &Meta) 
 
 /// `found` once its creation finished: read again every [`POLL`] until `state=ready`, for up to
 /// the server's timeout ([`Error::Unfinished`]). [`Error::Missing`] if it disappears meanwhile
-/// (its creator abandoned it).
+/// (its creator abandoned it). Each reading is of `like`'s kind and fields, and, for a create
+/// (`requested`), has its values.
 async fn ready(
     server: &Server,
     via: Via,
     name: &str,
     like: &Meta,
+    requested: Option<&Meta>,
     mut found: Meta,
 ) -> Result<Meta, Error> {
     let deadline = Instant::now() + server.timeout();
@@ -354,7 +376,9 @@ async fn ready(
             }
             Some(bytes) => {
                 let again = Meta::decode(name, &bytes, like)?;
-                like.check_matches(name, &again)?;
+                if let Some(requested) = requested {
+                    requested.check_matches(name, &again)?;
+                }
                 again
             }
         };
@@ -380,7 +404,7 @@ pub(crate) async fn create_with(
             IfExists::Fail => Err(Error::Exists {
                 name: name.to_owned(),
             }),
-            IfExists::Open => Ok(ready(server, via, name, meta, found).await?.id),
+            IfExists::Open => Ok(ready(server, via, name, meta, Some(meta), found).await?.id),
         },
         Begun::Won => {
             let result = create_shards(server, via, name, meta, shards).await;
@@ -414,6 +438,39 @@ async fn create_shards(
     finish(server, via, name, meta).await
 }
 
+/// Deletes the structure `name` of creation `id`: its description (unless it is another
+/// structure's: then [`Error::Missing`], and nothing is deleted), then each of `keys` that is
+/// its own ([`guard::DESTROY`](crate::guard::DESTROY): a key of a structure created again
+/// under the name meanwhile is left alone). Keys already gone are no error.
+pub(crate) async fn destroy(
+    server: &Server,
+    via: Via,
+    name: &str,
+    id: Id,
+    keys: impl IntoIterator<Item = (String, u64)>,
+) -> Result<(), Error> {
+    let mark = format!("\nid={}\n", id.to_hex()).into_bytes();
+    let batch = script_on_meta(name, &DESTROY, &[mark]);
+    match server.send(via, &batch).await?.first() {
+        Some(Value::Int(1 | -1)) => {}
+        Some(Value::Int(0)) => {
+            return Err(Error::Missing {
+                name: name.to_owned(),
+                key: names::meta(name),
+            });
+        }
+        other => {
+            return Err(Error::corrupt(
+                &names::meta(name),
+                format!("the destroy answered {other:?}"),
+            ));
+        }
+    }
+    let mut batch = Batch::default();
+    crate::guard::destroy(&mut batch, id, keys);
+    server.send(via, &batch).await.map(drop)
+}
+
 /// Reads the description of `name`, of `like`'s kind and fields, once its creation finished.
 pub(crate) async fn open(
     server: &Server,
@@ -434,7 +491,7 @@ pub(crate) async fn open(
         }),
         Some(bytes) => {
             let found = Meta::decode(name, &bytes, like)?;
-            ready(server, via, name, like, found).await
+            ready(server, via, name, like, None, found).await
         }
     }
 }
@@ -473,6 +530,11 @@ mod tests {
         ));
         assert!(matches!(
             Meta::decode("n", b"hello", &meta),
+            Err(Error::Corrupt { .. })
+        ));
+        let longer = format!("{text}extra=1\n");
+        assert!(matches!(
+            Meta::decode("n", longer.as_bytes(), &meta),
             Err(Error::Corrupt { .. })
         ));
     }

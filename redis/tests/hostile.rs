@@ -11,7 +11,7 @@ use std::time::Duration;
 use items::{count_hits, count_new, keys};
 use seen::Layout;
 use seen::clock::ManualClock;
-use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
 use seen_test_server::{self as server, RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -159,7 +159,7 @@ fn a_single_windowed_insert_on_a_fresh_cluster_runs_its_script() {
     let cluster = RedisCluster::start(3);
     let server = Server::cluster(cluster.urls()).unwrap();
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let f = SharedWindowedFilter::builder("lone", 1_000)
+    let f = SharedWindowedBloomFilter::builder("lone", 1_000)
         .periods(2)
         .period(HOUR)
         .clock(clock)
@@ -198,7 +198,7 @@ fn distinct_slots(map: &SharedOverwriteMap, n: usize) -> Vec<u64> {
 /// One of the three structures, behind the blocking and the async batch insert.
 enum Any {
     Bloom(SharedBloomFilter),
-    Window(SharedWindowedFilter),
+    Window(SharedWindowedBloomFilter),
     Map(SharedOverwriteMap),
 }
 
@@ -261,7 +261,7 @@ fn all_three(server: &Server, prefix: &str) -> Vec<(String, Any)> {
         (
             "windowed".to_owned(),
             Any::Window(
-                SharedWindowedFilter::builder(&format!("{prefix}-window"), 1_000_000)
+                SharedWindowedBloomFilter::builder(&format!("{prefix}-window"), 1_000_000)
                     .fpr(1e-4)
                     .periods(2)
                     .period(HOUR)
@@ -514,7 +514,7 @@ fn a_huge_shard_count_is_lowered_to_the_slot_count() {
 fn a_windowed_clock_at_the_end_of_time_still_answers() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let filter = SharedWindowedFilter::builder("end", 1000)
+    let filter = SharedWindowedBloomFilter::builder("end", 1000)
         .periods(2)
         .period(Duration::from_secs(60))
         .clock(ManualClock::new(Duration::MAX))

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use items::{count_hits, count_new, keys};
 use seen::clock::ManualClock;
-use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
 use seen_test_server::RedisServer;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -105,7 +105,7 @@ fn a_lost_generation_is_missing_not_empty() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let filter = SharedWindowedFilter::builder("lost-gen", 1_000)
+    let filter = SharedWindowedBloomFilter::builder("lost-gen", 1_000)
         .periods(2)
         .period(HOUR)
         .shards(2)
@@ -129,7 +129,7 @@ fn a_lost_generation_is_missing_not_empty() {
         filter.insert_many(&keys("third", 100), &mut new),
     );
     // A generation that was never written is empty, not missing: a window's first periods.
-    let young = SharedWindowedFilter::builder("young", 1_000)
+    let young = SharedWindowedBloomFilter::builder("young", 1_000)
         .periods(5)
         .period(HOUR)
         .clock(clock.clone())
@@ -147,7 +147,7 @@ fn an_evicted_generation_is_missing_not_empty() {
         RedisServer::start_with(&["--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"]);
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let filter = SharedWindowedFilter::builder("evicted", 100_000)
+    let filter = SharedWindowedBloomFilter::builder("evicted", 100_000)
         .periods(3)
         .period(HOUR)
         .clock(clock.clone())
@@ -204,7 +204,7 @@ fn an_expired_generation_is_empty_not_missing() {
     let server = Server::open(&redis.url()).unwrap();
     let second = Duration::from_secs(1);
     let clock = ManualClock::new(second * 1_800_000_000 + second.mul_f64(0.9));
-    let filter = SharedWindowedFilter::builder("expiring", 1_000)
+    let filter = SharedWindowedBloomFilter::builder("expiring", 1_000)
         .periods(0)
         .period(second)
         .clock(clock.clone())
@@ -252,7 +252,7 @@ fn info_estimates_from_the_servers_bits_and_a_lost_shard_is_missing() {
     assert_missing("info", filter.info());
 
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let window = SharedWindowedFilter::builder("info-window", 10_000)
+    let window = SharedWindowedBloomFilter::builder("info-window", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(2)

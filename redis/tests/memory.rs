@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use seen::clock::ManualClock;
-use seen_redis::{Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+use seen_redis::{Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
 use seen_test_server::{self as server, RedisServer, WORKER, Workers};
 
 const ITEMS: u64 = 1_000_000;
@@ -65,7 +65,7 @@ fn worker() {
             Box::new(move |out| assert_eq!(f.contains_many(&items, out).unwrap(), 0))
         }
         "window" => {
-            let f = SharedWindowedFilter::builder("window", ITEMS)
+            let f = SharedWindowedBloomFilter::builder("window", ITEMS)
                 .periods(6)
                 .period(Duration::from_secs(3600))
                 .clock(ManualClock::new(Duration::from_secs(1_800_000_000)))

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use seen::{AtomicBloomFilter, Layout};
-use seen_redis::{Server, SharedBloomFilter, SharedWindowedFilter};
+use seen_redis::{Server, SharedBloomFilter, SharedWindowedBloomFilter};
 use seen_test_server::{self as server, RedisServer, WORKER, Workers};
 
 /// How long the parent waits for a worker's line before failing (a loaded CI machine).
@@ -30,7 +30,7 @@ fn worker() {
     writeln!(out).unwrap();
     // window-insert|url|name|keys|order seed|batch: as `insert`, into a windowed filter.
     if args[0] == "window-insert" {
-        let filter = SharedWindowedFilter::open(&server, args[2]).unwrap();
+        let filter = SharedWindowedBloomFilter::open(&server, args[2]).unwrap();
         race(&args, &mut out, |keys, new| {
             filter.insert_many(keys.iter().copied(), new).unwrap();
         });
@@ -310,7 +310,7 @@ fn processes_inserting_the_same_keys_into_a_window_are_told_new_exactly_once() {
     let server = Server::open(&redis.url()).unwrap();
     const KEYS: usize = 3000;
     let name = "window-race";
-    let filter = SharedWindowedFilter::builder(name, 1_000_000)
+    let filter = SharedWindowedBloomFilter::builder(name, 1_000_000)
         .fpr(1e-4)
         .periods(3)
         .period(Duration::from_secs(3600))

@@ -22,7 +22,7 @@ use items::{count_hits, count_new, keys};
 use seen::clock::ManualClock;
 use seen::hash::{Hash128, ItemHasher};
 use seen_redis::{
-    Error, REQUEST_ITEMS, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter,
+    Error, REQUEST_ITEMS, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter,
 };
 use seen_test_server::{RedisServer, TempDir};
 
@@ -91,11 +91,11 @@ fn map_hits(map: &SharedOverwriteMap, items: &[String]) -> Result<usize, Error> 
     map.contains_many(items.iter().map(String::as_str), &mut Vec::new())
 }
 
-fn window_new(w: &SharedWindowedFilter, items: &[String]) -> Result<usize, Error> {
+fn window_new(w: &SharedWindowedBloomFilter, items: &[String]) -> Result<usize, Error> {
     w.insert_many(items.iter().map(String::as_str), &mut Vec::new())
 }
 
-fn window_hits(w: &SharedWindowedFilter, items: &[String]) -> Result<usize, Error> {
+fn window_hits(w: &SharedWindowedBloomFilter, items: &[String]) -> Result<usize, Error> {
     w.contains_many(items.iter().map(String::as_str), &mut Vec::new())
 }
 
@@ -297,7 +297,7 @@ fn map_handles_from_before_a_flushall_stay_missing_after_another_process_open_or
 fn window_handles_from_before_a_flushall_stay_missing_after_another_process_open_or_creates() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let builder = SharedWindowedFilter::builder("revived-window", 10_000)
+    let builder = SharedWindowedBloomFilter::builder("revived-window", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(2);
@@ -352,7 +352,7 @@ fn a_handle_kept_across_destroy_and_create_with_another_seed_is_refused() {
 enum Any {
     Bloom(SharedBloomFilter),
     Map(SharedOverwriteMap),
-    Window(SharedWindowedFilter),
+    Window(SharedWindowedBloomFilter),
 }
 
 impl Any {
@@ -403,7 +403,7 @@ impl Any {
                 .map(Any::Map)
             }
             _ => {
-                let b = SharedWindowedFilter::builder(name, capacity)
+                let b = SharedWindowedBloomFilter::builder(name, capacity)
                     .periods(1)
                     .period(HOUR)
                     .shards(1);
@@ -432,7 +432,7 @@ impl Any {
                     .unwrap(),
             ),
             _ => Any::Window(
-                SharedWindowedFilter::builder(name, 20_000)
+                SharedWindowedBloomFilter::builder(name, 20_000)
                     .periods(2)
                     .period(HOUR)
                     .shards(3)
@@ -1087,7 +1087,7 @@ fn destroyed_filters_leave_no_key_behind() {
     count_new(&bloom, &keys("x", 100)).unwrap();
     bloom.destroy().unwrap();
     assert_eq!(keys_of(&redis, "gone-bloom"), Vec::<String>::new());
-    let window = SharedWindowedFilter::builder("gone-window", 10_000)
+    let window = SharedWindowedBloomFilter::builder("gone-window", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(3)
@@ -1190,7 +1190,7 @@ fn a_call_whose_second_request_finds_a_lost_shard_answers_nothing() {
     }
 
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let window = SharedWindowedFilter::builder("cut-window", 100_000)
+    let window = SharedWindowedBloomFilter::builder("cut-window", 100_000)
         .periods(1)
         .period(HOUR)
         .shards(2)
@@ -1282,7 +1282,7 @@ fn a_call_whose_second_request_loses_its_connection_answers_nothing() {
     assert!(n > REQUEST_ITEMS - 200, "the first request's inserts: {n}");
 
     // Window: each request's read starts with the description's `EXISTS`.
-    let window = SharedWindowedFilter::builder("conn-window", 100_000)
+    let window = SharedWindowedBloomFilter::builder("conn-window", 100_000)
         .periods(1)
         .period(HOUR)
         .create(&server)
@@ -1314,7 +1314,7 @@ fn a_call_whose_second_request_loses_its_connection_answers_nothing() {
 fn windowed_filters_with_odd_periods_and_clocks_answer() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let fast = SharedWindowedFilter::builder("fast", 10_000)
+    let fast = SharedWindowedBloomFilter::builder("fast", 10_000)
         .periods(0)
         .period(Duration::from_millis(1))
         .create(&server)
@@ -1331,7 +1331,7 @@ fn windowed_filters_with_odd_periods_and_clocks_answer() {
     ] {
         let clock = ManualClock::new(at);
         let name = format!("clock-{}", at.as_secs());
-        let w = SharedWindowedFilter::builder(&name, 1_000)
+        let w = SharedWindowedBloomFilter::builder(&name, 1_000)
             .periods(2)
             .period(HOUR)
             .clock(clock.clone())
@@ -1351,7 +1351,7 @@ fn windowed_filters_with_odd_periods_and_clocks_answer() {
 fn a_lost_ledger_is_missing_everywhere_and_open_or_create_keeps_it_lost() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let builder = SharedWindowedFilter::builder("no-ledger", 10_000)
+    let builder = SharedWindowedBloomFilter::builder("no-ledger", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(2);
@@ -1382,7 +1382,7 @@ fn an_item_answered_new_is_found_after_its_generation_expired_mid_insert() {
     let direct = Server::open(&redis.url()).unwrap();
     let proxy = Proxy::start(&redis);
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let w = SharedWindowedFilter::builder("mid-expiry", 200)
+    let w = SharedWindowedBloomFilter::builder("mid-expiry", 200)
         .periods(1)
         .period(HOUR)
         .shards(1)
@@ -1396,7 +1396,7 @@ fn an_item_answered_new_is_found_after_its_generation_expired_mid_insert() {
         .find(|p| !w.contains(p.as_str()).unwrap())
         .unwrap();
     let g = w.generation().unwrap();
-    let slow = SharedWindowedFilter::open(&proxy.server(), "mid-expiry")
+    let slow = SharedWindowedBloomFilter::open(&proxy.server(), "mid-expiry")
         .unwrap()
         .with_clock(clock.clone());
     // The write: a script call without the read's BITFIELD_RO.
@@ -1522,7 +1522,7 @@ fn keys_of_the_wrong_type_are_server_errors() {
         assert!(wrongtype(&r), "bloom: {r:?}");
     }
 
-    let w = SharedWindowedFilter::builder("wt-window", 1_000)
+    let w = SharedWindowedBloomFilter::builder("wt-window", 1_000)
         .periods(1)
         .period(HOUR)
         .shards(1)
@@ -1555,7 +1555,7 @@ fn keys_of_the_wrong_type_are_server_errors() {
 
     // A lost generation whose ledger entry is garbage.
     let clock = ManualClock::new(HOUR * 420_000 + HOUR / 2);
-    let w = SharedWindowedFilter::builder("garbage-ledger", 1_000)
+    let w = SharedWindowedBloomFilter::builder("garbage-ledger", 1_000)
         .periods(1)
         .period(HOUR)
         .shards(1)

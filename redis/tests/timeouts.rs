@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use seen::clock::ManualClock;
 
 use items::{count_hits, count_new, keys};
-use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedFilter};
+use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
 use seen_test_server::RedisServer;
 
 /// The timeout of the handles that meet a stopped server.
@@ -91,13 +91,13 @@ fn a_sharded_filter_on_a_stopped_server_fails_within_the_timeout_then_answers_ag
 fn a_windowed_insert_and_a_claim_on_a_stopped_server_fail_within_the_timeout() {
     let mut redis = RedisServer::start();
     let server = short(&redis.url()).unwrap();
-    SharedWindowedFilter::builder("stalled-window", 10_000)
+    SharedWindowedBloomFilter::builder("stalled-window", 10_000)
         .periods(3)
         .shards(16)
         .create(&server)
         .unwrap();
     let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
-    SharedWindowedFilter::builder("stalled-records", 10_000)
+    SharedWindowedBloomFilter::builder("stalled-records", 10_000)
         .periods(3)
         .shards(16)
         .clock(clock.clone())
@@ -108,8 +108,8 @@ fn a_windowed_insert_and_a_claim_on_a_stopped_server_fail_within_the_timeout() {
         .create(&server)
         .unwrap();
     let handle = || short(&redis.url()).unwrap();
-    let window = SharedWindowedFilter::open(&handle(), "stalled-window").unwrap();
-    let records = SharedWindowedFilter::open(&handle(), "stalled-records")
+    let window = SharedWindowedBloomFilter::open(&handle(), "stalled-window").unwrap();
+    let records = SharedWindowedBloomFilter::open(&handle(), "stalled-records")
         .unwrap()
         .with_clock(clock);
     let map = SharedOverwriteMap::open(&handle(), "stalled-map").unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use seen::WindowedBloomFilter;
 use seen::clock::ManualClock;
 use seen::{Layout, hash::ItemHasher};
-use seen_redis::{Error, Server, SharedWindowedFilter};
+use seen_redis::{Error, Server, SharedWindowedBloomFilter};
 use seen_test_server::{RedisCluster, RedisServer};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -33,7 +33,7 @@ fn a_repeat_within_the_window_is_caught_and_one_past_window_and_period_passes() 
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(470_000, 0.9)); // late in its period
-    let f = SharedWindowedFilter::builder("w", 10_000)
+    let f = SharedWindowedBloomFilter::builder("w", 10_000)
         .periods(3)
         .period(HOUR)
         .clock(clock.clone())
@@ -66,7 +66,7 @@ fn an_insert_that_returns_false_does_not_renew_the_item() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(1_000, 0.5));
-    let f = SharedWindowedFilter::builder("renew", 10_000)
+    let f = SharedWindowedBloomFilter::builder("renew", 10_000)
         .periods(2)
         .period(HOUR)
         .clock(clock.clone())
@@ -117,7 +117,7 @@ fn answers_agree_with_the_local_windowed_filter_item_for_item() {
     for periods in [0, 1, 4] {
         let clock = ManualClock::new(hour(500_000, 0.3));
         // Small generations, so that false positives happen: they must agree too.
-        let shared = SharedWindowedFilter::builder(&format!("agree-{periods}"), 400)
+        let shared = SharedWindowedBloomFilter::builder(&format!("agree-{periods}"), 400)
             .fpr(0.05)
             .periods(periods)
             .period(HOUR)
@@ -176,7 +176,7 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
     let start = hour(600_000, 0.8);
     let clocks = [ManualClock::new(start), ManualClock::new(start + HOUR / 2)];
     let setup = Server::open(server_url).unwrap();
-    SharedWindowedFilter::builder(name, 1_000_000)
+    SharedWindowedBloomFilter::builder(name, 1_000_000)
         .periods(periods)
         .period(HOUR)
         .clock(clocks[0].clone())
@@ -186,7 +186,7 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
         clocks
             .iter()
             .map(|c| {
-                let f = SharedWindowedFilter::open(&setup, name).unwrap();
+                let f = SharedWindowedBloomFilter::open(&setup, name).unwrap();
                 f.with_clock(c.clone()).generation().unwrap()
             })
             .collect::<Vec<_>>()
@@ -202,7 +202,7 @@ fn race(server_url: &str, name: &str, periods: u32, clients: usize, keys: u64) -
             let (clock, stops) = (clocks[c % 2].clone(), stops.clone());
             std::thread::spawn(move || {
                 let server = Server::open(&url).unwrap();
-                let f = SharedWindowedFilter::open(&server, &name)
+                let f = SharedWindowedBloomFilter::open(&server, &name)
                     .unwrap()
                     .with_clock(clock);
                 // Every client goes through the keys in the same order, so that they race on
@@ -271,13 +271,13 @@ fn two_handles_one_generation_apart_see_each_others_inserts() {
     let server = Server::open(&redis.url()).unwrap();
     let behind = ManualClock::new(hour(700_000, 0.99));
     let ahead = ManualClock::new(hour(700_001, 0.01));
-    let a = SharedWindowedFilter::builder("apart", 10_000)
+    let a = SharedWindowedBloomFilter::builder("apart", 10_000)
         .periods(1)
         .period(HOUR)
         .clock(behind.clone())
         .create(&server)
         .unwrap();
-    let b = SharedWindowedFilter::open(&server, "apart")
+    let b = SharedWindowedBloomFilter::open(&server, "apart")
         .unwrap()
         .with_clock(ahead.clone());
     assert_eq!(
@@ -300,7 +300,7 @@ fn generation_keys_carry_an_expiry_and_an_expired_generation_is_empty() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(800_000, 0.25));
-    let f = SharedWindowedFilter::builder("ttl", 10_000)
+    let f = SharedWindowedBloomFilter::builder("ttl", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(3)
@@ -363,7 +363,7 @@ fn a_flushed_script_cache_is_refilled_without_losing_an_answer() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(900_000, 0.5));
-    let f = SharedWindowedFilter::builder("noscript", 10_000)
+    let f = SharedWindowedBloomFilter::builder("noscript", 10_000)
         .periods(1)
         .period(HOUR)
         .shards(4)
@@ -397,21 +397,21 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(100, 0.5));
-    let f = SharedWindowedFilter::builder("params", 1000)
+    let f = SharedWindowedBloomFilter::builder("params", 1000)
         .periods(3)
         .period(HOUR)
         .layout(Layout::Line)
         .create(&server)
         .unwrap();
     assert_eq!(f.sizing().layout, Layout::Line);
-    let again = SharedWindowedFilter::builder("params", 1000)
+    let again = SharedWindowedBloomFilter::builder("params", 1000)
         .periods(3)
         .period(HOUR)
         .layout(Layout::Line)
         .open_or_create(&server)
         .unwrap();
     assert_eq!(again.sizing(), f.sizing());
-    match SharedWindowedFilter::builder("params", 1000)
+    match SharedWindowedBloomFilter::builder("params", 1000)
         .periods(4)
         .period(HOUR)
         .layout(Layout::Line)
@@ -420,7 +420,7 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
         Err(Error::Mismatch { field, .. }) => assert_eq!(field, "periods"),
         other => panic!("{other:?}"),
     }
-    match SharedWindowedFilter::builder("params", 1000)
+    match SharedWindowedBloomFilter::builder("params", 1000)
         .periods(3)
         .period(HOUR * 2)
         .layout(Layout::Line)
@@ -430,13 +430,13 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        SharedWindowedFilter::builder("bad", 1000)
+        SharedWindowedBloomFilter::builder("bad", 1000)
             .periods(63)
             .create(&server),
         Err(Error::Local(_))
     ));
     assert!(matches!(
-        SharedWindowedFilter::builder("bad", 1000)
+        SharedWindowedBloomFilter::builder("bad", 1000)
             .period(Duration::from_micros(10))
             .create(&server),
         Err(Error::Local(_))
@@ -446,10 +446,10 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
         .create(&server)
         .unwrap();
     assert!(matches!(
-        SharedWindowedFilter::open(&server, "bloom"),
+        SharedWindowedBloomFilter::open(&server, "bloom"),
         Err(Error::Mismatch { field: "kind", .. })
     ));
-    let opened = SharedWindowedFilter::open(&server, "params")
+    let opened = SharedWindowedBloomFilter::open(&server, "params")
         .unwrap()
         .with_clock(clock.clone());
     assert_eq!(
@@ -457,7 +457,7 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
         (3, HOUR, f.sizing())
     );
     assert!(opened.insert("x").unwrap());
-    let other = SharedWindowedFilter::open(&server, "params")
+    let other = SharedWindowedBloomFilter::open(&server, "params")
         .unwrap()
         .with_clock(clock);
     assert!(!other.insert("x").unwrap()); // the line layout is exactly-once too
@@ -465,7 +465,7 @@ fn parameters_are_checked_and_a_destroyed_filter_is_missing() {
     assert!(matches!(other.insert("y"), Err(Error::Missing { .. })));
     assert!(matches!(other.contains("x"), Err(Error::Missing { .. })));
     assert!(matches!(
-        SharedWindowedFilter::open(&server, "params"),
+        SharedWindowedBloomFilter::open(&server, "params"),
         Err(Error::Missing { .. })
     ));
     let mut conn = redis.client();
@@ -488,7 +488,7 @@ fn on_the_servers_time_the_generation_is_the_servers() {
     let server = Server::open(&redis.url()).unwrap();
     let mut conn = redis.client();
     let before = server_millis(&mut conn) as u64;
-    let f = SharedWindowedFilter::builder("server-time", 1000)
+    let f = SharedWindowedBloomFilter::builder("server-time", 1000)
         .periods(1)
         .period(Duration::from_secs(60))
         .create(&server)
@@ -500,7 +500,7 @@ fn on_the_servers_time_the_generation_is_the_servers() {
         (first..=last).contains(&g),
         "generation {g}, the server's minutes {first} to {last}"
     );
-    let f = SharedWindowedFilter::builder("server-time-hourly", 1000)
+    let f = SharedWindowedBloomFilter::builder("server-time-hourly", 1000)
         .periods(1)
         .period(HOUR)
         .create(&server)
@@ -508,7 +508,7 @@ fn on_the_servers_time_the_generation_is_the_servers() {
     assert!(f.insert("a").unwrap());
     assert!(!f.insert("a").unwrap());
     assert!(f.contains("a").unwrap());
-    let opened = SharedWindowedFilter::open(&server, "server-time-hourly").unwrap();
+    let opened = SharedWindowedBloomFilter::open(&server, "server-time-hourly").unwrap();
     assert!(opened.contains("a").unwrap());
 }
 
@@ -517,7 +517,7 @@ async fn the_async_api_answers_as_the_blocking_one() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let clock = ManualClock::new(hour(300, 0.5));
-    let f = SharedWindowedFilter::builder("async", 1000)
+    let f = SharedWindowedBloomFilter::builder("async", 1000)
         .periods(1)
         .period(HOUR)
         .clock(clock.clone())
@@ -534,7 +534,7 @@ async fn the_async_api_answers_as_the_blocking_one() {
         2
     );
     assert_eq!(new, [false, true, false, true]);
-    let opened = SharedWindowedFilter::open_async(&server, "async")
+    let opened = SharedWindowedBloomFilter::open_async(&server, "async")
         .await
         .unwrap()
         .with_clock(clock.clone());
@@ -549,7 +549,7 @@ async fn the_async_api_answers_as_the_blocking_one() {
         0
     );
     // On the server's time too.
-    let timed = SharedWindowedFilter::open_async(&server, "async")
+    let timed = SharedWindowedBloomFilter::open_async(&server, "async")
         .await
         .unwrap();
     assert!(timed.insert_async("now").await.unwrap());
@@ -561,7 +561,7 @@ fn a_cluster_holds_each_shards_generations_in_one_slot() {
     let cluster = RedisCluster::start(3);
     let server = Server::cluster(cluster.urls()).unwrap();
     let clock = ManualClock::new(hour(400_000, 0.9));
-    let f = SharedWindowedFilter::builder("spread", 10_000)
+    let f = SharedWindowedBloomFilter::builder("spread", 10_000)
         .periods(2)
         .period(HOUR)
         .shards(6)
@@ -578,7 +578,7 @@ fn a_cluster_holds_each_shards_generations_in_one_slot() {
             .unwrap(),
         2
     );
-    let ahead = SharedWindowedFilter::open(&server, "spread")
+    let ahead = SharedWindowedBloomFilter::open(&server, "spread")
         .unwrap()
         .with_clock(ManualClock::new(hour(400_002, 0.1)));
     assert!(!ahead.insert(&5_000u64).unwrap());

@@ -12,7 +12,7 @@
 //! run must find a key as soon as it is decided here, or both would print it. So a run that
 //! stops part way may have inserted keys of records it did not write: a failure says so.
 //!
-//! With `--window W --period P` the structure is a [`SharedWindowedFilter`] of `n = W / P`
+//! With `--window W --period P` the structure is a [`SharedWindowedBloomFilter`] of `n = W / P`
 //! periods aligned on the Unix epoch, in the word layout: the local `--window` filter's
 //! semantics and bits (an item has the same block and bits in each generation as in the local
 //! windowed filter). Its time is the server's (`TIME`), or with `--time-field` a clock the
@@ -28,7 +28,7 @@ use seen::Layout;
 use seen::clock::ManualClock;
 use seen::hash::{Hash128, ItemHasher};
 use seen::sizing::BlockedSizing;
-use seen_redis::{Error, Server, SharedBloomFilter, SharedWindowedFilter};
+use seen_redis::{Error, Server, SharedBloomFilter, SharedWindowedBloomFilter};
 
 use super::Dedup;
 use super::filter::{build_failure, capacity_for, generations};
@@ -130,7 +130,7 @@ pub(super) fn plan(args: &Dedup) -> Result<Plan, Failure> {
 enum Structure {
     Bloom(SharedBloomFilter),
     Windowed {
-        filter: SharedWindowedFilter,
+        filter: SharedWindowedBloomFilter,
         /// With `--time-field`: the filter's clock, which the records' times set.
         records: Option<ManualClock>,
         /// The last generation read (the server's time is read again now and then, which
@@ -201,7 +201,7 @@ impl Shared {
                 period,
                 records,
             } => {
-                let builder = SharedWindowedFilter::builder(name, capacity)
+                let builder = SharedWindowedBloomFilter::builder(name, capacity)
                     .fpr(fpr)
                     .periods(periods)
                     .period(period)

@@ -16,7 +16,7 @@ use seen::{BloomInfo, Layout};
 use crate::forward::in_requests;
 use crate::guard::Id;
 use crate::meta::{self, Meta};
-use crate::server::{Batch, Via};
+use crate::server::Via;
 use crate::{Error, Server, names};
 
 mod builder;
@@ -410,28 +410,21 @@ impl SharedBloomFilter {
     }
 
     /// Deletes the filter: its description first (so that no process opens it any more), then
-    /// its shards. Processes that have it open get [`Error::Missing`].
+    /// its shards. Processes that have it open get [`Error::Missing`]. Only this handle's
+    /// filter is deleted: if the name holds a filter created again since (another creation
+    /// id), that one is left whole and the destroy is [`Error::Missing`].
     ///
     /// # Errors
     ///
-    /// The server's errors.
+    /// [`Error::Missing`] as above; the server's errors.
     pub fn destroy(self) -> Result<(), Error> {
-        let mut batch = Batch::default();
-        let meta = names::meta(&self.name);
-        let k = batch.key(&meta);
-        batch.push(k, {
-            let mut c = redis::cmd("DEL");
-            c.arg(&meta);
-            c
-        });
-        for key in &self.keys {
-            let k = batch.key(key);
-            batch.push(k, {
-                let mut c = redis::cmd("DEL");
-                c.arg(key);
-                c
-            });
-        }
-        self.server.run(&batch).map(drop)
+        let keys = (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s)));
+        self.server.block_on(meta::destroy(
+            &self.server,
+            Via::Blocking,
+            &self.name,
+            self.id,
+            keys,
+        ))
     }
 }

@@ -17,7 +17,7 @@ use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
 use crate::forward::in_requests;
 use crate::guard::Id;
 use crate::meta::{self, Meta};
-use crate::server::{Batch, Via};
+use crate::server::Via;
 use crate::{Error, Server, names};
 
 mod builder;
@@ -439,21 +439,22 @@ impl SharedOverwriteMap {
 
     /// Deletes the map: its description first (so that no process opens it any more), then its
     /// shards and their leases. Processes that have it open get [`Error::Missing`] (a write of
-    /// theirs may leave a short key without the guard byte behind; creating the map again
-    /// replaces it, deleting the map again removes it).
+    /// theirs may leave a short key without the guard behind; creating the map again replaces
+    /// it). Only this handle's map is deleted: if the name holds a map created again since
+    /// (another creation id), that one is left whole and the destroy is [`Error::Missing`].
     ///
     /// # Errors
     ///
-    /// The server's errors.
+    /// [`Error::Missing`] as above; the server's errors.
     pub fn destroy(self) -> Result<(), Error> {
-        let mut batch = Batch::default();
-        let keys = self.keys.iter().chain(&self.leases).cloned();
-        for key in std::iter::once(names::meta(&self.name)).chain(keys) {
-            let k = batch.key(&key);
-            let mut cmd = redis::cmd("DEL");
-            cmd.arg(&key);
-            batch.push(k, cmd);
-        }
-        self.server.run(&batch).map(drop)
+        let shards = (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s)));
+        let leases = self.leases.iter().map(|key| (key.clone(), 0));
+        self.server.block_on(meta::destroy(
+            &self.server,
+            Via::Blocking,
+            &self.name,
+            self.id,
+            shards.chain(leases),
+        ))
     }
 }

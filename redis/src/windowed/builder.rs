@@ -1,4 +1,4 @@
-//! [`SharedWindowBuilder`]: the parameters of a shared windowed filter to create or open, the
+//! [`SharedWindowedBloomBuilder`]: the parameters of a shared windowed filter to create or open, the
 //! description they make, and the sizing of a generation.
 
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use seen::clock::Clock;
 use seen::hash::{ItemHasher, StableHasher};
 use seen::sizing::{BlockedSizing, MAX_GENERATIONS, blocked, window};
 
-use super::SharedWindowedFilter;
+use super::SharedWindowedBloomFilter;
 use super::scripts::CREATE_LEDGER;
 use super::time::{Time, server_time};
 use crate::bloom::{DEFAULT_SHARD_BYTES, MAX_SHARD_BYTES};
@@ -18,9 +18,9 @@ use crate::meta::{self, IfExists, Meta};
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
 
-/// The parameters of a [`SharedWindowedFilter`] to create: [`SharedWindowedFilter::builder`].
+/// The parameters of a [`SharedWindowedBloomFilter`] to create: [`SharedWindowedBloomFilter::builder`].
 #[derive(Clone)]
-pub struct SharedWindowBuilder {
+pub struct SharedWindowedBloomBuilder {
     pub(super) name: String,
     pub(super) capacity: u64,
     pub(super) fpr: f64,
@@ -32,9 +32,9 @@ pub struct SharedWindowBuilder {
     pub(super) clock: Option<Arc<dyn Clock>>,
 }
 
-impl std::fmt::Debug for SharedWindowBuilder {
+impl std::fmt::Debug for SharedWindowedBloomBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedWindowBuilder")
+        f.debug_struct("SharedWindowedBloomBuilder")
             .field("name", &self.name)
             .field("capacity", &self.capacity)
             .field("fpr", &self.fpr)
@@ -58,7 +58,7 @@ pub(super) struct Params {
     pub(super) seed: u64,
 }
 
-impl SharedWindowBuilder {
+impl SharedWindowedBloomBuilder {
     /// The target false-positive rate of a lookup over the whole window when every
     /// generation holds its capacity (default 0.01).
     pub fn fpr(mut self, fpr: f64) -> Self {
@@ -109,7 +109,7 @@ impl SharedWindowBuilder {
     }
 
     /// Takes the time from `clock` instead of the server (see
-    /// [`with_clock`](SharedWindowedFilter::with_clock)).
+    /// [`with_clock`](SharedWindowedBloomFilter::with_clock)).
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -155,7 +155,7 @@ impl SharedWindowBuilder {
     /// the first); [`Error::Local`] for parameters the library refuses (capacity 0, a rate
     /// outside (0, 1), more than 62 periods, a period under a millisecond);
     /// [`Error::InvalidName`]; the server's errors.
-    pub fn create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+    pub fn create(&self, server: &Server) -> Result<SharedWindowedBloomFilter, Error> {
         server.block_on(self.create_or(server, Via::Blocking, IfExists::Fail))
     }
 
@@ -166,7 +166,7 @@ impl SharedWindowBuilder {
     /// # Errors
     ///
     /// As [`create`](Self::create), except that an existing filter is no error.
-    pub fn open_or_create(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+    pub fn open_or_create(&self, server: &Server) -> Result<SharedWindowedBloomFilter, Error> {
         server.block_on(self.create_or(server, Via::Blocking, IfExists::Open))
     }
 
@@ -175,7 +175,7 @@ impl SharedWindowBuilder {
     /// # Errors
     ///
     /// As [`create`](Self::create).
-    pub async fn create_async(&self, server: &Server) -> Result<SharedWindowedFilter, Error> {
+    pub async fn create_async(&self, server: &Server) -> Result<SharedWindowedBloomFilter, Error> {
         self.create_or(server, Via::Async, IfExists::Fail).await
     }
 
@@ -187,7 +187,7 @@ impl SharedWindowBuilder {
     pub async fn open_or_create_async(
         &self,
         server: &Server,
-    ) -> Result<SharedWindowedFilter, Error> {
+    ) -> Result<SharedWindowedBloomFilter, Error> {
         self.create_or(server, Via::Async, IfExists::Open).await
     }
 
@@ -196,7 +196,7 @@ impl SharedWindowBuilder {
         server: &Server,
         via: Via,
         if_exists: IfExists,
-    ) -> Result<SharedWindowedFilter, Error> {
+    ) -> Result<SharedWindowedBloomFilter, Error> {
         let params = self.params()?;
         let meta = describe(&params);
         let ledgers = ledgers_batch(&self.name, params.shards, meta.id);
@@ -205,7 +205,7 @@ impl SharedWindowBuilder {
             Some(clock) => Time::Clock(clock.clone()),
             None => Time::Server(Mutex::new(server_time(server, via, &self.name).await?)),
         };
-        Ok(SharedWindowedFilter::new(
+        Ok(SharedWindowedBloomFilter::new(
             server, &self.name, params, time, id,
         ))
     }

@@ -1,15 +1,15 @@
-//! What a shared windowed filter holds, from the bits set on the server: [`info`](SharedWindowedFilter::info)
-//! and [`generation_info`](SharedWindowedFilter::generation_info).
+//! What a shared windowed filter holds, from the bits set on the server: [`info`](SharedWindowedBloomFilter::info)
+//! and [`generation_info`](SharedWindowedBloomFilter::generation_info).
 
 use redis::Value;
 use seen::BloomInfo;
 
-use super::SharedWindowedFilter;
+use super::SharedWindowedBloomFilter;
 use super::scripts::CHECK;
 use crate::Error;
 use crate::server::{Batch, Via};
 
-impl SharedWindowedFilter {
+impl SharedWindowedBloomFilter {
     /// The request that counts the bits set of generations `from ..= to` in every shard
     /// (`BITCOUNT` of their bits, not their guards), each shard's counts followed by the ledger
     /// check of a read ([`CHECK`]): a generation counted as empty is not a lost one.
@@ -78,7 +78,7 @@ impl SharedWindowedFilter {
     /// The window's info from the bits set of its live generations.
     pub(super) fn window_info(&self, sets: &[u64]) -> BloomInfo {
         let generations = self.generations();
-        let mut info = BloomInfo::from_bits_set("SharedWindowedFilter", &self.generation, 0);
+        let mut info = BloomInfo::from_bits_set("SharedWindowedBloomFilter", &self.generation, 0);
         info.capacity = self
             .generation
             .capacity
@@ -148,7 +148,7 @@ impl SharedWindowedFilter {
         let replies = self.server.run(&self.count_batch(generation, generation))?;
         let set = self.after_count(generation, generation, &replies)?[0];
         Ok(BloomInfo::from_bits_set(
-            "SharedWindowedFilter",
+            "SharedWindowedBloomFilter",
             &self.generation,
             set,
         ))

@@ -1,10 +1,10 @@
-//! [`SharedWindowedFilter`]: the last `n` periods of items in a server, one string key per
+//! [`SharedWindowedBloomFilter`]: the last `n` periods of items in a server, one string key per
 //! generation that expires on its own, with the window semantics of the local
 //! [`WindowedBloomFilter`](seen::WindowedBloomFilter) built with
 //! [`periods(n)`](seen::builder::BloomBuilder::periods) and
 //! [`rotate_every_aligned(period)`](seen::builder::BloomBuilder::rotate_every_aligned).
 //!
-//! The design and the atomicity argument of each step are in [`SharedWindowedFilter`]'s docs
+//! The design and the atomicity argument of each step are in [`SharedWindowedBloomFilter`]'s docs
 //! (so that they are rendered).
 
 use std::hash::Hash;
@@ -19,7 +19,7 @@ use seen::sizing::BlockedSizing;
 use crate::forward::in_requests;
 use crate::guard::Id;
 use crate::meta::{self, Meta};
-use crate::server::{Batch, Via};
+use crate::server::Via;
 use crate::{Error, Server, names};
 
 mod builder;
@@ -28,7 +28,7 @@ mod protocol;
 mod scripts;
 mod time;
 
-pub use builder::SharedWindowBuilder;
+pub use builder::SharedWindowedBloomBuilder;
 use builder::{Params, describe, generation_sizing};
 use protocol::Located;
 use time::{Time, server_time};
@@ -71,7 +71,7 @@ use time::{Time, server_time};
 /// local monotonic clock, half a round trip being the error. Clients therefore agree within a
 /// round trip or so, and around a boundary two clients may be one generation apart: the
 /// protocol below is exactly-once across such a difference (with `n >= 1`). A clock given with
-/// [`clock`](SharedWindowBuilder::clock) or [`with_clock`](SharedWindowedFilter::with_clock)
+/// [`clock`](SharedWindowedBloomBuilder::clock) or [`with_clock`](SharedWindowedBloomFilter::with_clock)
 /// replaces the server's time (a [`ManualClock`](seen::clock::ManualClock) in tests, event
 /// times in a replay).
 ///
@@ -162,11 +162,11 @@ use time::{Time, server_time};
 /// # Examples
 ///
 /// ```no_run
-/// use seen_redis::{Server, SharedWindowedFilter};
+/// use seen_redis::{Server, SharedWindowedBloomFilter};
 /// use std::time::Duration;
 /// let server = Server::open("redis://127.0.0.1:6379")?;
 /// // The last 7 days (and today), a million new ids a day, 1% false positives over the window.
-/// let seen = SharedWindowedFilter::builder("events", 1_000_000)
+/// let seen = SharedWindowedBloomFilter::builder("events", 1_000_000)
 ///     .periods(7)
 ///     .period(Duration::from_secs(86_400))
 ///     .create(&server)?;
@@ -174,7 +174,7 @@ use time::{Time, server_time};
 /// assert!(!seen.insert("event-1")?); // a repeat within the window, from any process
 /// # Ok::<(), seen_redis::Error>(())
 /// ```
-pub struct SharedWindowedFilter {
+pub struct SharedWindowedBloomFilter {
     server: Server,
     name: String,
     /// The creation id of the filter this handle opened ([`guard`](crate::guard)).
@@ -189,9 +189,9 @@ pub struct SharedWindowedFilter {
     time: Time,
 }
 
-impl std::fmt::Debug for SharedWindowedFilter {
+impl std::fmt::Debug for SharedWindowedBloomFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedWindowedFilter")
+        f.debug_struct("SharedWindowedBloomFilter")
             .field("name", &self.name)
             .field("generation", &self.generation)
             .field("fpr", &self.fpr)
@@ -209,12 +209,12 @@ impl std::fmt::Debug for SharedWindowedFilter {
     }
 }
 
-impl SharedWindowedFilter {
+impl SharedWindowedBloomFilter {
     /// The parameters of a filter called `name` to create or open: `capacity_per_period` new
     /// items per period at the default rate (0.01 over the window), 6 periods, a period of a
     /// day, [`Layout::Word`], the server's time.
-    pub fn builder(name: &str, capacity_per_period: u64) -> SharedWindowBuilder {
-        SharedWindowBuilder {
+    pub fn builder(name: &str, capacity_per_period: u64) -> SharedWindowedBloomBuilder {
+        SharedWindowedBloomBuilder {
             name: name.to_owned(),
             capacity: capacity_per_period,
             fpr: 0.01,
@@ -341,12 +341,12 @@ impl SharedWindowedFilter {
     ///
     /// ```no_run
     /// use seen::clock::ManualClock;
-    /// use seen_redis::{Server, SharedWindowedFilter};
+    /// use seen_redis::{Server, SharedWindowedBloomFilter};
     /// use std::time::Duration;
     /// let server = Server::open("redis://127.0.0.1:6379")?;
     /// let hour = Duration::from_secs(3600);
     /// let clock = ManualClock::new(Duration::from_secs(1_700_000_000));
-    /// let f = SharedWindowedFilter::builder("w", 1000).periods(2).period(hour).create(&server)?;
+    /// let f = SharedWindowedBloomFilter::builder("w", 1000).periods(2).period(hour).create(&server)?;
     /// let f = f.with_clock(clock.clone());
     /// assert!(f.insert("a")?);
     /// clock.advance(2 * hour);
@@ -479,40 +479,29 @@ impl SharedWindowedFilter {
     }
 
     /// Deletes the filter: its description first (so that no process opens it any more and
-    /// handles get [`Error::Missing`]), then every generation key that can still exist by this
-    /// handle's time (`g - n - 2 ..= g + 2`; older ones have expired).
+    /// handles get [`Error::Missing`]), then its ledgers and every generation key that can
+    /// still exist by this handle's time (`g - n - 2 ..= g + 2`; older ones have expired).
+    /// Only this handle's filter is deleted: if the name holds a filter created again since
+    /// (another creation id), that one is left whole and the destroy is [`Error::Missing`].
     ///
     /// # Errors
     ///
-    /// The server's errors.
+    /// [`Error::Missing`] as above; the server's errors.
     pub fn destroy(self) -> Result<(), Error> {
         let g = self.generation()?;
-        let mut batch = Batch::default();
-        let meta = names::meta(&self.name);
-        let k = batch.key(&meta);
-        batch.push(k, {
-            let mut c = redis::cmd("DEL");
-            c.arg(&meta);
-            c
-        });
+        let mut keys = Vec::new();
         for s in 0..self.shards {
-            let ledger = self.ledger(s as usize);
-            let k = batch.key(&ledger);
-            batch.push(k, {
-                let mut c = redis::cmd("DEL");
-                c.arg(&ledger);
-                c
-            });
+            keys.push((self.ledger(s as usize), 0));
             for generation in g.saturating_sub(u64::from(self.periods) + 2)..=g + 2 {
-                let key = self.key(s, generation);
-                let k = batch.key(&key);
-                batch.push(k, {
-                    let mut c = redis::cmd("DEL");
-                    c.arg(&key);
-                    c
-                });
+                keys.push((self.key(s, generation), self.guard_byte(s as usize)));
             }
         }
-        self.server.run(&batch).map(drop)
+        self.server.block_on(meta::destroy(
+            &self.server,
+            Via::Blocking,
+            &self.name,
+            self.id,
+            keys,
+        ))
     }
 }

@@ -5,7 +5,7 @@ use redis::Value;
 use seen::BlockBits;
 use seen::hash::Hash128;
 
-use super::SharedWindowedFilter;
+use super::SharedWindowedBloomFilter;
 use super::builder::ledger;
 use super::scripts::{CHECK, INSERT};
 use super::time::Now;
@@ -41,7 +41,7 @@ pub(super) struct Read {
 /// What the read found of one item: per generation read, its words.
 pub(super) type Words = Vec<[u64; 8]>;
 
-impl SharedWindowedFilter {
+impl SharedWindowedBloomFilter {
     pub(super) fn words_per_block(&self) -> u64 {
         u64::from(self.generation.layout.block_bits() / 64)
     }

@@ -1,5 +1,5 @@
 //! The windowed filter's scripts: its insert, the check after a read, a ledger's creation and
-//! the server's time. Their atomicity argument is in [`SharedWindowedFilter`]'s docs.
+//! the server's time. Their atomicity argument is in [`SharedWindowedBloomFilter`]'s docs.
 
 use std::sync::LazyLock;
 
@@ -11,7 +11,7 @@ use crate::script::Lua;
 /// in order, a count and that many bit offsets (the item's bits that the read found unset in
 /// that key), and last the creation id (every guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
 /// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
-/// [`SharedWindowedFilter`]'s docs.
+/// [`SharedWindowedBloomFilter`]'s docs.
 pub(super) static INSERT: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "window insert",

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use seen::clock::Clock;
 
-use super::SharedWindowedFilter;
+use super::SharedWindowedBloomFilter;
 use super::scripts::TIME;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -80,7 +80,7 @@ pub(super) struct Now {
     pub(super) nanos: u128,
 }
 
-impl SharedWindowedFilter {
+impl SharedWindowedBloomFilter {
     /// The current generation by this handle's time: the time since the Unix epoch divided by
     /// the period.
     ///

@@ -64,8 +64,8 @@ pub(crate) const DEFAULT_SHARD_BYTES: u64 = 64 << 20;
 /// significant bit of byte 0, so the crate's bit `b` of that word (least significant = 0) is
 /// the string's bit `64·w + 63 - b`, and `BITFIELD ... GET i64 64·w` reads the word whole: the
 /// string holds each word as its 8 big-endian bytes. After the bits, each shard holds an 8-byte
-/// **guard**, the filter's creation id ([`guard`](crate::guard)), written when the shard is
-/// created and never again.
+/// **guard**, the filter's creation id (8 random bytes drawn by its creator), written when the
+/// shard is created and never again.
 ///
 /// # The protocol, and why each step is atomic enough
 ///

@@ -89,9 +89,9 @@ pub(crate) const DEFAULT_SHARD_SLOTS: u64 = DEFAULT_SHARD_BYTES / 8;
 /// writes and `GET i64 64·i` reads (the server numbers bits from the most significant bit of
 /// byte 0; the fingerprint travels as the `i64` with the same 64 bits).
 ///
-/// After the slots, each shard holds an 8-byte **guard**, the map's creation id
-/// ([`guard`](crate::guard)), written when the map is created. Every command below reads it in the same atomic step as the slots it touches, so
-/// that a shard that is gone (a restart without persistence, `FLUSHALL`, an eviction, a
+/// After the slots, each shard holds an 8-byte **guard**, the map's creation id (8 random bytes
+/// drawn by its creator), written when the map is created. Every command below reads it in the
+/// same atomic step as the slots it touches, so that a shard that is gone (a restart without persistence, `FLUSHALL`, an eviction, a
 /// [`destroy`](SharedOverwriteMap::destroy)) is reported as [`Error::Missing`] and never read as
 /// an empty map. A write to a missing shard creates a short string without the guard (a
 /// `BITFIELD SET` creates its key); every later command on it still finds no guard, so the

@@ -6,20 +6,16 @@
 #[path = "common/items.rs"]
 mod items;
 
-use std::io::{Read, Write};
-use std::net::Shutdown;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use items::keys;
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
-use seen_test_server::{RedisServer, TempDir};
+use seen_test_server::{Action, Proxy, RedisServer, has};
 
 const HOUR: Duration = Duration::from_secs(3600);
-const LIMIT: Duration = Duration::from_secs(60);
 const KINDS: [&str; 3] = ["bloom", "map", "window"];
 
 fn keys_of(redis: &RedisServer, name: &str) -> Vec<String> {
@@ -31,11 +27,6 @@ fn keys_of(redis: &RedisServer, name: &str) -> Vec<String> {
     }
     all.sort();
     all
-}
-
-fn has(chunk: &[u8], word: &str) -> bool {
-    let needle = format!("\r\n{word}\r\n");
-    chunk.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 enum Any {
@@ -140,142 +131,6 @@ fn timeout_server(url: &str, ms: u64) -> Server {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The proxy (from review.rs)
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Action {
-    /// Hold the request until [`Proxy::release`].
-    Hold,
-    /// Close the connection instead of forwarding the request (a server gone mid-call).
-    Cut,
-}
-
-type Rule = (Box<dyn Fn(&[u8]) -> bool + Send>, usize, Action);
-
-#[derive(Default)]
-struct GateState {
-    rule: Option<Rule>,
-    held: bool,
-    released: bool,
-}
-
-type Gate = Arc<(Mutex<GateState>, Condvar)>;
-
-/// A Unix-socket proxy to a [`RedisServer`]: every byte forwarded as is, except the first
-/// client request (one read of the client's socket: the blocking client writes a request in
-/// one go) that the armed rule matches.
-struct Proxy {
-    _dir: TempDir,
-    url: String,
-    gate: Gate,
-}
-
-impl Proxy {
-    fn start(redis: &RedisServer) -> Self {
-        let dir = TempDir::new("proxy");
-        let path = dir.path().join("proxy.sock");
-        let upstream = redis.url().strip_prefix("unix://").unwrap().to_owned();
-        let listener = UnixListener::bind(&path).unwrap();
-        let gate: Gate = Arc::default();
-        let g = gate.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = UnixStream::connect(&upstream) else {
-                    continue;
-                };
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut &s2, &mut &c2);
-                    let _ = c2.shutdown(Shutdown::Both);
-                });
-                let g = g.clone();
-                std::thread::spawn(move || pump(client, server, &g));
-            }
-        });
-        Self {
-            url: format!("unix://{}", path.display()),
-            _dir: dir,
-            gate,
-        }
-    }
-
-    /// Arms the rule: the request after `skip` others that `matches`, gets `action`.
-    fn arm(&self, matches: impl Fn(&[u8]) -> bool + Send + 'static, skip: usize, action: Action) {
-        let mut st = self.gate.0.lock().unwrap();
-        st.rule = Some((Box::new(matches), skip, action));
-        st.held = false;
-        st.released = false;
-    }
-
-    fn wait_held(&self) {
-        let (lock, cvar) = &*self.gate;
-        let deadline = Instant::now() + LIMIT;
-        let mut st = lock.lock().unwrap();
-        while !st.held {
-            assert!(Instant::now() < deadline, "the proxy never held a request");
-            st = cvar.wait_timeout(st, Duration::from_millis(50)).unwrap().0;
-        }
-    }
-
-    fn release(&self) {
-        let (lock, cvar) = &*self.gate;
-        lock.lock().unwrap().released = true;
-        cvar.notify_all();
-    }
-
-    fn server(&self) -> Server {
-        Server::open(&self.url).unwrap()
-    }
-}
-
-fn pump(mut client: UnixStream, mut server: UnixStream, gate: &Gate) {
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match client.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let chunk = &buf[..n];
-        let action = {
-            let (lock, cvar) = &**gate;
-            let mut st = lock.lock().unwrap();
-            let mut action = None;
-            if let Some((matches, skip, a)) = &mut st.rule
-                && matches(chunk)
-            {
-                if *skip == 0 {
-                    action = Some(*a);
-                } else {
-                    *skip -= 1;
-                }
-            }
-            if action.is_some() {
-                st.rule = None;
-            }
-            if action == Some(Action::Hold) {
-                st.held = true;
-                cvar.notify_all();
-                while !st.released {
-                    st = cvar.wait(st).unwrap();
-                }
-            }
-            action
-        };
-        if action == Some(Action::Cut) {
-            let _ = client.shutdown(Shutdown::Both);
-            let _ = server.shutdown(Shutdown::Both);
-            return;
-        }
-        if server.write_all(chunk).is_err() {
-            break;
-        }
-    }
-    let _ = server.shutdown(Shutdown::Write);
-}
-
-// ---------------------------------------------------------------------------------------------
 // 1. An old handle's destroy
 // ---------------------------------------------------------------------------------------------
 
@@ -359,7 +214,7 @@ fn a_creator_killed_mid_creation_is_recovered_as_its_error_says() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env("ATTACK_CHILD_URL", &proxy.url)
+            .env("ATTACK_CHILD_URL", proxy.url())
             .env("ATTACK_CHILD_KIND", kind)
             .env("ATTACK_CHILD_NAME", &name)
             .stdout(std::process::Stdio::null())
@@ -418,7 +273,7 @@ fn open_during_a_creation_waits_for_it() {
     for kind in KINDS {
         let name = format!("opening-{kind}");
         let proxy = Proxy::start(&redis);
-        let slow = proxy.server();
+        let slow = Server::open(&proxy.url()).unwrap();
         proxy.arm(|c| has(c, "EVALSHA") || has(c, "EVAL"), 0, Action::Hold);
         let creator = {
             let name = name.clone();

@@ -8,10 +8,10 @@
 //! thread ran.
 
 use std::io::{BufRead, BufReader, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use seen_redis::{Server, SharedOverwriteMap};
-use seen_test_server::{self as server, RedisServer, WORKER, Workers};
+use seen_test_server::{self as server, RedisServer, WORKER, Workers, server_millis, wait_past};
 
 /// How long the parent waits for a worker's line, or for the server's clock to pass a lease.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -30,24 +30,6 @@ fn items(map: &SharedOverwriteMap, from: usize, to: usize) -> Vec<String> {
         .take(to)
         .skip(from)
         .collect()
-}
-
-/// The server's time, in milliseconds.
-fn server_millis(conn: &mut redis::Connection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
-    secs * 1000 + micros / 1000
-}
-
-/// Waits until the server's clock is past `millis`.
-fn wait_past(conn: &mut redis::Connection, millis: u64) {
-    let deadline = Instant::now() + LIMIT;
-    while server_millis(conn) <= millis {
-        assert!(
-            Instant::now() < deadline,
-            "the server's clock never passed {millis}"
-        );
-        std::thread::yield_now();
-    }
 }
 
 /// A worker process: `claim|url|map|from|to|lease ms|end`: claims `items(from, to)` with the

@@ -11,11 +11,8 @@
 #[path = "common/items.rs"]
 mod items;
 
-use std::io::{Read, Write};
-use std::net::Shutdown;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use items::{count_hits, count_new, keys};
@@ -24,7 +21,7 @@ use seen::hash::{Hash128, ItemHasher};
 use seen_redis::{
     Error, REQUEST_ITEMS, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter,
 };
-use seen_test_server::{RedisServer, TempDir};
+use seen_test_server::{Action, Proxy, RedisServer, has, server_millis, wait_past};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const LIMIT: Duration = Duration::from_secs(60);
@@ -42,22 +39,6 @@ fn del(redis: &RedisServer, key: &str) -> u64 {
         .arg(key)
         .query(&mut redis.client())
         .unwrap()
-}
-
-fn server_millis(conn: &mut redis::Connection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
-    secs * 1000 + micros / 1000
-}
-
-fn wait_past(conn: &mut redis::Connection, millis: u64) {
-    let deadline = Instant::now() + LIMIT;
-    while server_millis(conn) <= millis {
-        assert!(
-            Instant::now() < deadline,
-            "the server's clock never passed {millis}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// Every key of the structure `name` (`seen:{NAME` and `seen:{NAME:...`).
@@ -97,148 +78,6 @@ fn window_new(w: &SharedWindowedBloomFilter, items: &[String]) -> Result<usize, 
 
 fn window_hits(w: &SharedWindowedBloomFilter, items: &[String]) -> Result<usize, Error> {
     w.contains_many(items.iter().map(String::as_str), &mut Vec::new())
-}
-
-/// Whether `chunk` (bytes a client sent) holds the RESP bulk string `word` exactly.
-fn has(chunk: &[u8], word: &str) -> bool {
-    let needle = format!("\r\n{word}\r\n");
-    chunk.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
-// ---------------------------------------------------------------------------------------------
-// The proxy
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Action {
-    /// Hold the request until [`Proxy::release`].
-    Hold,
-    /// Close the connection instead of forwarding the request (a server gone mid-call).
-    Cut,
-}
-
-type Rule = (Box<dyn Fn(&[u8]) -> bool + Send>, usize, Action);
-
-#[derive(Default)]
-struct GateState {
-    rule: Option<Rule>,
-    held: bool,
-    released: bool,
-}
-
-type Gate = Arc<(Mutex<GateState>, Condvar)>;
-
-/// A Unix-socket proxy to a [`RedisServer`]: every byte forwarded as is, except the first
-/// client request (one read of the client's socket: the blocking client writes a request in
-/// one go) that the armed rule matches.
-struct Proxy {
-    _dir: TempDir,
-    url: String,
-    gate: Gate,
-}
-
-impl Proxy {
-    fn start(redis: &RedisServer) -> Self {
-        let dir = TempDir::new("proxy");
-        let path = dir.path().join("proxy.sock");
-        let upstream = redis.url().strip_prefix("unix://").unwrap().to_owned();
-        let listener = UnixListener::bind(&path).unwrap();
-        let gate: Gate = Arc::default();
-        let g = gate.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = UnixStream::connect(&upstream) else {
-                    continue;
-                };
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut &s2, &mut &c2);
-                    let _ = c2.shutdown(Shutdown::Both);
-                });
-                let g = g.clone();
-                std::thread::spawn(move || pump(client, server, &g));
-            }
-        });
-        Self {
-            url: format!("unix://{}", path.display()),
-            _dir: dir,
-            gate,
-        }
-    }
-
-    /// Arms the rule: the request after `skip` others that `matches`, gets `action`.
-    fn arm(&self, matches: impl Fn(&[u8]) -> bool + Send + 'static, skip: usize, action: Action) {
-        let mut st = self.gate.0.lock().unwrap();
-        st.rule = Some((Box::new(matches), skip, action));
-        st.held = false;
-        st.released = false;
-    }
-
-    fn wait_held(&self) {
-        let (lock, cvar) = &*self.gate;
-        let deadline = Instant::now() + LIMIT;
-        let mut st = lock.lock().unwrap();
-        while !st.held {
-            assert!(Instant::now() < deadline, "the proxy never held a request");
-            st = cvar.wait_timeout(st, Duration::from_millis(50)).unwrap().0;
-        }
-    }
-
-    fn release(&self) {
-        let (lock, cvar) = &*self.gate;
-        lock.lock().unwrap().released = true;
-        cvar.notify_all();
-    }
-
-    fn server(&self) -> Server {
-        Server::open(&self.url).unwrap()
-    }
-}
-
-fn pump(mut client: UnixStream, mut server: UnixStream, gate: &Gate) {
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = match client.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let chunk = &buf[..n];
-        let action = {
-            let (lock, cvar) = &**gate;
-            let mut st = lock.lock().unwrap();
-            let mut action = None;
-            if let Some((matches, skip, a)) = &mut st.rule
-                && matches(chunk)
-            {
-                if *skip == 0 {
-                    action = Some(*a);
-                } else {
-                    *skip -= 1;
-                }
-            }
-            if action.is_some() {
-                st.rule = None;
-            }
-            if action == Some(Action::Hold) {
-                st.held = true;
-                cvar.notify_all();
-                while !st.released {
-                    st = cvar.wait(st).unwrap();
-                }
-            }
-            action
-        };
-        if action == Some(Action::Cut) {
-            let _ = client.shutdown(Shutdown::Both);
-            let _ = server.shutdown(Shutdown::Both);
-            return;
-        }
-        if server.write_all(chunk).is_err() {
-            break;
-        }
-    }
-    let _ = server.shutdown(Shutdown::Write);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -565,7 +404,7 @@ fn a_held_creation(kind: &'static str) {
     let url = redis.url();
     let name = format!("held-{kind}");
     let proxy = Proxy::start(&redis);
-    let slow = proxy.server();
+    let slow = Server::open(&proxy.url()).unwrap();
     proxy.arm(|c| has(c, "EVALSHA"), 0, Action::Hold);
     let creator = {
         let name = name.clone();
@@ -706,7 +545,7 @@ fn eight_threads_racing_create_and_open_or_create_share_one_structure() {
 fn an_upload_whose_temporary_keys_are_lost_is_never_an_empty_filter() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(&redis);
-    let slow = proxy.server();
+    let slow = Server::open(&proxy.url()).unwrap();
     let local = seen::AtomicBloomFilter::builder(5_000)
         .fpr(0.01)
         .hasher(seen::hash::StableHasher::new())
@@ -1233,7 +1072,7 @@ fn a_call_whose_second_request_finds_a_lost_shard_answers_nothing() {
 fn a_call_whose_second_request_loses_its_connection_answers_nothing() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(&redis);
-    let server = proxy.server();
+    let server = Server::open(&proxy.url()).unwrap();
     let items = keys("c", REQUEST_ITEMS + 1);
     let refs = || items.iter().map(String::as_str);
 
@@ -1396,7 +1235,7 @@ fn an_item_answered_new_is_found_after_its_generation_expired_mid_insert() {
         .find(|p| !w.contains(p.as_str()).unwrap())
         .unwrap();
     let g = w.generation().unwrap();
-    let slow = SharedWindowedBloomFilter::open(&proxy.server(), "mid-expiry")
+    let slow = SharedWindowedBloomFilter::open(&Server::open(&proxy.url()).unwrap(), "mid-expiry")
         .unwrap()
         .with_clock(clock.clone());
     // The write: a script call without the read's BITFIELD_RO.

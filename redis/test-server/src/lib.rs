@@ -18,6 +18,10 @@
 //! exists (a fresh server answering `PING`, a cluster's state, a client held by a pause), each
 //! with a generous deadline.
 
+mod proxy;
+
+pub use proxy::{Action, Proxy, has};
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -641,5 +645,24 @@ pub fn shuffle<T>(items: &mut [T], seed: u64) {
         state ^= state >> 7;
         state ^= state << 17;
         items.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+}
+
+/// The server's `TIME` on `conn`, in milliseconds (rounded down, as the server's own expiry
+/// clock).
+pub fn server_millis(conn: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// Waits (up to a minute) until the server's clock on `conn` is past `millis`.
+pub fn wait_past(conn: &mut redis::Connection, millis: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server_millis(conn) <= millis {
+        assert!(
+            Instant::now() < deadline,
+            "the server's clock never passed {millis}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
 }

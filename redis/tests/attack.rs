@@ -235,8 +235,9 @@ fn a_creator_killed_mid_creation_is_recovered_as_its_error_says() {
             }
             other => panic!("{kind}: open_or_create of an unfinished name: {other:?}"),
         }
+        // Within its 300 ms timeout, and a slack that a busy machine cannot exceed.
         assert!(
-            took < Duration::from_millis(1_000),
+            took < Duration::from_millis(300 + 10_000),
             "{kind}: open_or_create took {took:?}"
         );
         let created = Any::build(kind, &direct, &name, 1_000, How::Create).map(drop);
@@ -262,10 +263,12 @@ fn a_creator_killed_mid_creation_is_recovered_as_its_error_says() {
 
 /// FIXED FINDING. Promise: openers (`open`, `open_or_create`) wait for `state=ready` up to the
 /// server's timeout, else `Unfinished`. A creation is held for 300 ms (a slow creator of large
-/// shards); `open` (5 s timeout) started meanwhile answers, after its first 20 ms poll,
-/// `Mismatch { field: "capacity", stored: "1000", requested: "1" }`: the poll compares the
-/// stored values with `open`'s placeholder description (`like()`, capacity 1), though `open`
-/// asks for no parameters. (`open_or_create` is right: it asks for the same values.)
+/// shards); `open` started meanwhile answered, after its first 20 ms poll, `Mismatch { field:
+/// "capacity", stored: "1000", requested: "1" }`: the poll compared the stored values with
+/// `open`'s placeholder description (`like()`, capacity 1), though `open` asks for no
+/// parameters. (`open_or_create` was right: it asks for the same values.) If the machine is so
+/// busy that the opener starts only after the release, it opens a ready structure: the test
+/// passes without testing the wait, never fails for it.
 #[test]
 fn open_during_a_creation_waits_for_it() {
     let redis = RedisServer::start();
@@ -283,7 +286,7 @@ fn open_during_a_creation_waits_for_it() {
         let opener = {
             let (name, url) = (name.clone(), redis.url());
             std::thread::spawn(move || {
-                Any::build(kind, &timeout_server(&url, 5_000), &name, 0, How::Open)
+                Any::build(kind, &timeout_server(&url, 30_000), &name, 0, How::Open)
             })
         };
         std::thread::sleep(Duration::from_millis(300));
@@ -350,16 +353,17 @@ fn a_description_edited_by_hand_is_an_error_in_time_and_no_panic() {
                     let t = Instant::now();
                     let r = Any::build(kind, &s, &name, 1_000, how).map(drop);
                     let took = t.elapsed();
+                    // Within its timeout, and a slack that a busy machine cannot exceed.
                     assert!(
-                        took < Duration::from_millis(ms + 500),
+                        took < Duration::from_millis(ms + 10_000),
                         "{kind} {edit:?}: {took:?}"
                     );
                     if edit.contains("state=creating") {
                         assert!(r.is_err(), "{kind}: {r:?}");
                     }
                     if edit.contains("extra=1") && ms == 300 {
-                        // Accepted: the decoder ignores lines after the fields it expects.
-                        println!("{kind}: a description with an extra field: {r:?}");
+                        // A line past the fields is refused (it was ignored).
+                        assert!(matches!(r, Err(Error::Corrupt { .. })), "{kind}: {r:?}");
                     }
                 }
             }
@@ -456,7 +460,8 @@ fn racing_create_open_or_create_and_destroy_end_with_one_usable_structure() {
                 *errors.entry(k).or_default() += v;
             }
         }
-        let server = timeout_server(&redis.url(), 2_000);
+        // The default timeout (30 s): a busy machine must not make this check fail.
+        let server = Server::open(&redis.url()).unwrap();
         let last = Any::build(kind, &server, &name, 1_000, How::OpenOrCreate).and_then(|h| {
             let item = vec!["last".to_owned()];
             h.insert_many(&item)?;

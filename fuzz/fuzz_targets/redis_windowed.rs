@@ -60,7 +60,9 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             2 => {
-                if let Some(opened) = answered(&server, SharedWindowedBloomFilter::open(&server, NAME)) {
+                if let Some(opened) =
+                    answered(&server, SharedWindowedBloomFilter::open(&server, NAME))
+                {
                     opened.generation().ok();
                 }
             }

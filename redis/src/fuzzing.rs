@@ -205,7 +205,7 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
                 _ => Err("not TIME's two numbers".to_owned()),
             }
         }
-        "shard create" | "map create" | "ledger create" => int(&|n| n == 1),
+        "shard create" | "map create" | "ledger create" => int(&|n| n == 1 || n == -1),
         "finish creation" | "abandon creation" | "key destroy" => int(&|n| n == 0 || n == 1),
         "destroy" => int(&|n| (-1..=1).contains(&n)),
         "upload merge" => int(&|n| (-1..=1).contains(&n)),

@@ -1,8 +1,9 @@
 //! The guard: how a lost key is told from an empty one, and one structure from another of the
 //! same name.
 //!
-//! Every structure has a creation id ([`Id`]): 8 random bytes, the first never 0, drawn by the
-//! process that creates it and written in its description. Every shard of the structure (and
+//! Every structure has a creation id ([`Id`]): 8 bytes, the server's time in milliseconds
+//! (read by the creator on the description's node) and 20 random bits, written in its
+//! description. Every shard of the structure (and
 //! every generation of a windowed filter) holds the id in the 8 bytes after its data, written
 //! when the shard is created and never again; the hashes beside the shards (a windowed
 //! filter's ledgers, a map's leases) hold it in their `guard` field. Every command that reads
@@ -24,7 +25,9 @@
 //! it back as an empty one. Only the process that wrote the description creates the shards
 //! ([`meta::create_with`](crate::meta::create_with)), once: [`CREATE`] replaces whatever the
 //! key holds (nothing, or the remains of a structure whose description was lost) by an empty
-//! shard with the id.
+//! shard with the id, unless the key holds the guard of a later creation ([`fence!`]): a
+//! creator whose request was delayed past a loss of the name and its creation again leaves
+//! the new structure alone (its own create is then `Missing`).
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::LazyLock;
@@ -41,23 +44,35 @@ use crate::server::Batch;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Id([u8; 8]);
 
+/// 64 bits that no other call or process draws alike: the process's random hash keys over the
+/// time, the process id and a counter (no secret).
+fn random_u64() -> u64 {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.write_u32(std::process::id());
+    hasher.write_u64(CALLS.fetch_add(1, Relaxed));
+    hasher.finish()
+}
+
 impl Id {
-    /// A fresh id: the process's random hash keys over the time, the process id and a counter
-    /// (unique across processes and calls; no secret).
+    /// A fresh id of no order (a placeholder until the creation's [`ordered`](Self::ordered)
+    /// one; 1 on a replaying server's thread).
     pub(crate) fn random() -> Self {
         #[cfg(any(test, fuzzing))]
         if REPLAYING.get() {
             return Self::from_u64(1);
         }
-        static CALLS: AtomicU64 = AtomicU64::new(0);
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        hasher.write_u128(now);
-        hasher.write_u32(std::process::id());
-        hasher.write_u64(CALLS.fetch_add(1, Relaxed));
-        Self::from_u64(hasher.finish())
+        Self::from_u64(random_u64())
+    }
+
+    /// The id of a creation that began at `millis` on the server's clock: the time in its
+    /// high bits (so that a later creation has a greater id: [`fence!`]), 20 random bits below.
+    pub(crate) fn ordered(millis: u64) -> Self {
+        Self::from_u64((millis << 20) | (random_u64() & 0xf_ffff))
     }
 
     /// The id of these 8 bytes (0 taken as 1).
@@ -102,15 +117,57 @@ thread_local! {
     pub(crate) static REPLAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// The Lua a creation script starts with: `newer(g)`, whether `g` (8 bytes read where a guard
+/// is) is the id of a creation later than this one (`ARGV[2]`, an [`Id::ordered`]), and
+/// `newer_string(key, at)`, whether a string key holds such a guard at `at` or in its last 8
+/// bytes. A creation whose request arrives after a later creation of the name made the key
+/// (its description lost meanwhile: a `FLUSHALL`, a restart, and another process created the
+/// name again) leaves the key alone. An id past the server's time plus a minute (the nodes of
+/// a cluster may disagree by that much) is no creation's: data bytes, which are replaced.
+macro_rules! fence {
+    () => {
+        r"local function be32(v)
+  return string.char(math.floor(v / 16777216) % 256, math.floor(v / 65536) % 256,
+    math.floor(v / 256) % 256, v % 256)
+end
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000
+local top = be32(math.floor(ms / 4096)) .. be32((ms % 4096) * 1048576 + 1048575)
+local function less(a, b)
+  for i = 1, 8 do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local function newer(g)
+  return type(g) == 'string' and #g == 8 and less(ARGV[2], g) and not less(top, g)
+end
+local function newer_string(key, at)
+  local len = redis.call('STRLEN', key)
+  if len < 8 then return false end
+  return newer(redis.call('GETRANGE', key, len - 8, len - 1))
+    or newer(redis.call('GETRANGE', key, at, at + 7))
+end
+"
+    };
+}
+pub(crate) use fence;
+
 /// A shard's creation, in one atomic step: whatever the key holds is replaced by an empty shard
-/// with its guard.
+/// with its guard, unless it is a later creation's shard ([`fence!`]).
 pub(crate) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "shard create",
-        r"-- KEYS[1]: a shard. ARGV[1]: its guard's offset, ARGV[2]: the creation id (8 bytes).
+        concat!(
+            fence!(),
+            r"-- KEYS[1]: a shard. ARGV[1]: its guard's offset, ARGV[2]: the creation id (8 bytes).
+-- Returns 1 if made, -1 if a later creation's shard is there (left alone).
+if newer_string(KEYS[1], tonumber(ARGV[1])) then return -1 end
 redis.call('DEL', KEYS[1])
 redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]), ARGV[2])
-return 1",
+return 1"
+        ),
     )
 });
 
@@ -199,5 +256,16 @@ mod tests {
         assert_eq!(Id::from_hex("0000000000000000"), None);
         assert_eq!(Id::from_hex("12"), None);
         assert_ne!(Id::random(), Id::random());
+    }
+
+    /// A later creation's id is greater, compared as the 8 bytes a script compares; within one
+    /// millisecond the 20 random bits decide; the largest time kept is still a positive `i64`.
+    #[test]
+    fn ordered_ids_follow_the_time() {
+        let ms = 1_800_000_000_000;
+        let (a, b) = (Id::ordered(ms), Id::ordered(ms + 1));
+        assert!(a.0 < b.0);
+        assert_eq!(u64::from_be_bytes(a.0) >> 20, ms);
+        assert!(Id::ordered((1 << 43) - 1).as_i64() > 0);
     }
 }

@@ -13,7 +13,8 @@
 //! ...
 //! ```
 //!
-//! A creation writes the description first, `state=creating`, by `SET ... NX GET`: among
+//! A creation reads the server's time (its id: [`Id::ordered`]), then writes the description,
+//! `state=creating`, by `SET ... NX GET`: among
 //! racing creators exactly one writes it, and every other reads what it wrote in the same
 //! command, then opens it or refuses a mismatch, having written nothing. The one that wrote it
 //! then creates every shard with its id ([`guard`](crate::guard)), once, and last sets
@@ -386,19 +387,58 @@ async fn ready(
     Ok(found)
 }
 
-/// Creates the structure `name` described by `meta` (a fresh id) whose shards `shards` creates
-/// (with `meta.id`), as the module's docs say: the description first, then the shards, then
-/// `state=ready`. A description that exists with the same parameters is [`IfExists`]'s to
-/// decide (opened once ready); with others, [`Error::Mismatch`]. Returns the id of the
-/// structure the handle works on: `meta.id`, or the existing one's.
+/// A new creation's id, ordered by the server's time on the description's node
+/// ([`Id::ordered`]; a replaying server's is 1).
+pub(crate) async fn fresh_id(server: &Server, via: Via, name: &str) -> Result<Id, Error> {
+    names::check(name)?;
+    if server.replays() {
+        return Ok(Id::random());
+    }
+    let synced = crate::windowed::time::server_time(server, via, name).await?;
+    let millis = u64::try_from(synced.server.as_millis()).unwrap_or(u64::MAX);
+    Ok(Id::ordered(millis.min((1 << 43) - 1)))
+}
+
+/// `Ok` if every shard creation of `batch` answered 1 (made); -1 (a later creation of the name
+/// holds the key: this creation's description was lost meanwhile) is [`Error::Missing`].
+pub(crate) fn check_made(name: &str, batch: &Batch, made: &[Value]) -> Result<(), Error> {
+    for (i, reply) in made.iter().enumerate() {
+        match reply {
+            Value::Int(1) => {}
+            Value::Int(-1) => {
+                return Err(Error::Missing {
+                    name: name.to_owned(),
+                    key: names::meta(name),
+                });
+            }
+            other => {
+                return Err(Error::corrupt(
+                    batch.key_of(i),
+                    format!("a shard's creation answered {other:?}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the structure `name` described by `meta` (its id replaced by a [`fresh_id`]) whose
+/// shards the batch `shards(id)` creates, as the module's docs say: the description first,
+/// then the shards, then `state=ready`. A description that exists with the same parameters is
+/// [`IfExists`]'s to decide (opened once ready); with others, [`Error::Mismatch`]. Returns the
+/// id of the structure the handle works on: the new one's, or the existing one's.
 pub(crate) async fn create_with(
     server: &Server,
     via: Via,
     name: &str,
     meta: &Meta,
-    shards: &Batch,
+    shards: impl FnOnce(Id) -> Batch,
     if_exists: IfExists,
 ) -> Result<Id, Error> {
+    let meta = &Meta {
+        id: fresh_id(server, via, name).await?,
+        ..meta.clone()
+    };
     match begin(server, via, name, meta).await? {
         Begun::Found(found) => match if_exists {
             IfExists::Fail => Err(Error::Exists {
@@ -407,7 +447,7 @@ pub(crate) async fn create_with(
             IfExists::Open => Ok(ready(server, via, name, meta, Some(meta), found).await?.id),
         },
         Begun::Won => {
-            let result = create_shards(server, via, name, meta, shards).await;
+            let result = create_shards(server, via, name, meta, &shards(meta.id)).await;
             if result.is_err() {
                 abandon(server, via, name, meta).await;
             }
@@ -416,7 +456,7 @@ pub(crate) async fn create_with(
     }
 }
 
-/// The shards (each creation script answers 1), then `state=ready`.
+/// The shards ([`check_made`]), then `state=ready`.
 async fn create_shards(
     server: &Server,
     via: Via,
@@ -424,17 +464,7 @@ async fn create_shards(
     meta: &Meta,
     shards: &Batch,
 ) -> Result<(), Error> {
-    let made = server.send(via, shards).await?;
-    if let Some((i, other)) = made
-        .iter()
-        .enumerate()
-        .find(|(_, r)| !matches!(r, Value::Int(1)))
-    {
-        return Err(Error::corrupt(
-            shards.key_of(i),
-            format!("a shard's creation answered {other:?}"),
-        ));
-    }
+    check_made(name, shards, &server.send(via, shards).await?)?;
     finish(server, via, name, meta).await
 }
 

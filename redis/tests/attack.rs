@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use items::keys;
 use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter};
-use seen_test_server::{Action, Proxy, RedisServer, has};
+use seen_test_server::{Action, Proxy, RedisServer, shard_script};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const KINDS: [&str; 3] = ["bloom", "map", "window"];
@@ -206,7 +206,8 @@ fn a_creator_killed_mid_creation_is_recovered_as_its_error_says() {
     for kind in KINDS {
         let name = format!("killed-{kind}");
         let proxy = Proxy::start(&redis);
-        proxy.arm(|c| has(c, "EVALSHA") || has(c, "EVAL"), 0, Action::Hold);
+        let held = name.clone();
+        proxy.arm(move |c| shard_script(c, &held), 0, Action::Hold);
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -258,6 +259,60 @@ fn a_creator_killed_mid_creation_is_recovered_as_its_error_says() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 3. A stale creator
+// ---------------------------------------------------------------------------------------------
+
+/// FIXED FINDING. Promise: a structure created again under a name has its own id; a creation
+/// makes its shards once; lost state is `Missing`, nothing else is. Creator A's shard creation
+/// is held in the network (a slow link, a GC pause) after its `SET NX GET`; the server is
+/// flushed (A's description lost); B creates the structure (same parameters) and inserts 100
+/// items. Then A's held request arrives. It used to replace B's shards (and a windowed
+/// filter's ledger, a map's leases) with A's id: B's structure, whose creation returned `Ok`
+/// and of which nothing was lost, was `Missing` for every handle. Now ids are ordered by the
+/// server's time and a creation leaves a later creation's keys alone: A's create is
+/// `Missing` (its description is gone), B's structure whole.
+#[test]
+fn a_stale_creator_released_after_a_flushall_leaves_the_structure_created_meanwhile_whole() {
+    let redis = RedisServer::start();
+    let direct = Server::open(&redis.url()).unwrap();
+    for kind in KINDS {
+        let name = format!("stale-{kind}");
+        let proxy = Proxy::start(&redis);
+        let slow = Server::open(&proxy.url()).unwrap();
+        let held = name.clone();
+        proxy.arm(move |c| shard_script(c, &held), 0, Action::Hold);
+        let creator = {
+            let name = name.clone();
+            std::thread::spawn(move || Any::build(kind, &slow, &name, 1_000, How::Create).map(drop))
+        };
+        proxy.wait_held();
+        let _: () = redis::cmd("FLUSHALL").query(&mut redis.client()).unwrap();
+        let b = Any::build(kind, &direct, &name, 1_000, How::Create).unwrap();
+        let items = keys("b", 100);
+        assert_eq!(b.insert_many(&items).unwrap(), 100, "{kind}");
+        // (The map of 1,000 buckets forgets a few of 100 items to overwrites.)
+        let before = b.contains_many(&items).unwrap();
+        proxy.release();
+        let a = creator.join().unwrap();
+        assert!(
+            matches!(a, Err(Error::Missing { .. })),
+            "{kind}: the stale creator: {a:?}"
+        );
+        assert_eq!(
+            b.contains_many(&items).unwrap(),
+            before,
+            "{kind}: B after A's release"
+        );
+        let reopened = Any::build(kind, &direct, &name, 1_000, How::OpenOrCreate).unwrap();
+        assert_eq!(
+            reopened.contains_many(&items).unwrap(),
+            before,
+            "{kind}: reopened"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 4. open while a creation is under way
 // ---------------------------------------------------------------------------------------------
 
@@ -277,7 +332,8 @@ fn open_during_a_creation_waits_for_it() {
         let name = format!("opening-{kind}");
         let proxy = Proxy::start(&redis);
         let slow = Server::open(&proxy.url()).unwrap();
-        proxy.arm(|c| has(c, "EVALSHA") || has(c, "EVAL"), 0, Action::Hold);
+        let held = name.clone();
+        proxy.arm(move |c| shard_script(c, &held), 0, Action::Hold);
         let creator = {
             let name = name.clone();
             std::thread::spawn(move || Any::build(kind, &slow, &name, 1_000, How::Create))

@@ -21,7 +21,7 @@ use seen::hash::{Hash128, ItemHasher};
 use seen_redis::{
     Error, REQUEST_ITEMS, Server, SharedBloomFilter, SharedOverwriteMap, SharedWindowedBloomFilter,
 };
-use seen_test_server::{Action, Proxy, RedisServer, has, server_millis, wait_past};
+use seen_test_server::{Action, Proxy, RedisServer, has, server_millis, shard_script, wait_past};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const LIMIT: Duration = Duration::from_secs(60);
@@ -405,7 +405,8 @@ fn a_held_creation(kind: &'static str) {
     let name = format!("held-{kind}");
     let proxy = Proxy::start(&redis);
     let slow = Server::open(&proxy.url()).unwrap();
-    proxy.arm(|c| has(c, "EVALSHA"), 0, Action::Hold);
+    let held = name.clone();
+    proxy.arm(move |c| shard_script(c, &held), 0, Action::Hold);
     let creator = {
         let name = name.clone();
         std::thread::spawn(move || Any::build(kind, &slow, &name, 1_000, true))
@@ -561,7 +562,7 @@ fn an_upload_whose_temporary_keys_are_lost_is_never_an_empty_filter() {
         local.insert(item.as_str());
     }
     // The shards' creation: after every temporary key is written.
-    proxy.arm(|c| has(c, "EVALSHA"), 0, Action::Hold);
+    proxy.arm(|c| shard_script(c, "uploaded"), 0, Action::Hold);
     let upload = std::thread::spawn(move || {
         let result = SharedBloomFilter::upload(&slow, "uploaded", &local);
         result.map(|f| f.keys().to_vec())

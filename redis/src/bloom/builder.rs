@@ -126,8 +126,8 @@ impl SharedBloomBuilder {
         let (meta, sizing, shards) = self.meta()?;
         let mut filter =
             SharedBloomFilter::new(server, &self.name, sizing, shards, self.seed, meta.id);
-        let shards = filter.create_batch();
-        filter.id = meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
+        let shards = |id| filter.create_batch(id);
+        filter.id = meta::create_with(server, via, &self.name, &meta, shards, if_exists).await?;
         Ok(filter)
     }
 }

@@ -8,7 +8,7 @@ use seen::{BlockBits, BloomInfo};
 
 use super::SharedBloomFilter;
 use crate::Error;
-use crate::guard;
+use crate::guard::{self, Id};
 use crate::server::Batch;
 
 /// At most this many `GET`s or `SET`s in one `BITFIELD`: the server parses a command's
@@ -116,11 +116,11 @@ impl SharedBloomFilter {
 
     /// The creation of every shard, empty, with its guard ([`guard::CREATE`]): the string
     /// takes its full length at once, so inserts never reallocate it.
-    pub(super) fn create_batch(&self) -> Batch {
+    pub(super) fn create_batch(&self, id: Id) -> Batch {
         let mut batch = Batch::default();
         guard::create(
             &mut batch,
-            self.id,
+            id,
             (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s))),
         );
         batch

@@ -9,7 +9,7 @@ use seen::AtomicBloomFilter;
 use seen::hash::StableHasher;
 
 use super::SharedBloomFilter;
-use crate::meta::{self, Begun};
+use crate::meta::{self, Begun, Meta};
 use crate::script::Lua;
 use crate::server::{Batch, Via};
 use crate::{Error, Server, names};
@@ -57,7 +57,9 @@ impl SharedBloomFilter {
             .layout(sizing.layout)
             .seed(local.hasher().seed());
         let (meta, sizing, shards) = builder.meta()?;
-        let filter = Self::new(server, name, sizing, shards, local.hasher().seed(), meta.id);
+        let id = server.block_on(meta::fresh_id(server, Via::Blocking, name))?;
+        let meta = Meta { id, ..meta };
+        let filter = Self::new(server, name, sizing, shards, local.hasher().seed(), id);
         match server.block_on(meta::begin(server, Via::Blocking, name, &meta)) {
             Ok(Begun::Won) => {}
             Ok(Begun::Found(_)) | Err(Error::Mismatch { field: "kind", .. }) => {
@@ -119,17 +121,8 @@ impl SharedBloomFilter {
         }
         // The shards, empty with their guards, then the bits into them. One command per
         // request: a cluster pipeline refuses commands of two keys (these share a slot).
-        let made = server.run(&self.create_batch())?;
-        if let Some((i, other)) = made
-            .iter()
-            .enumerate()
-            .find(|(_, r)| !matches!(r, Value::Int(1)))
-        {
-            return Err(Error::corrupt(
-                &self.keys[i],
-                format!("a shard's creation answered {other:?}"),
-            ));
-        }
+        let create = self.create_batch(self.id);
+        meta::check_made(name, &create, &server.run(&create)?)?;
         for (s, (key, temp)) in self.keys.iter().zip(&temp).enumerate() {
             // One script: a temporary key or a shard lost since it was written (an eviction,
             // a `FLUSHALL`) fails the upload, never ORs nothing into the shard.

@@ -8,6 +8,7 @@ use seen::builder::MapSize;
 use seen::hash::{ItemHasher, StableHasher};
 
 use super::{DEFAULT_SHARD_SLOTS, MAX_SHARD_SLOTS, SharedOverwriteMap};
+use crate::guard::{Id, fence};
 use crate::meta::{self, IfExists, Meta};
 use crate::script::Lua;
 use crate::server::{Batch, Via};
@@ -15,16 +16,23 @@ use crate::{Error, Server, names};
 
 /// A shard's creation with its leases (`map/claim.rs`): every slot empty and the guard set,
 /// and the leases hash with its guard field, in one atomic step, replacing whatever the keys
-/// held ([`guard`](crate::guard)).
+/// held unless they are a later creation's ([`guard`](crate::guard)).
 pub(super) static CREATE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "map create",
-        r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard's offset, ARGV[2]: the
--- creation id. Returns 1.
+        concat!(
+            fence!(),
+            r"-- KEYS[1]: a shard, KEYS[2]: its leases. ARGV[1]: the guard's offset, ARGV[2]: the
+-- creation id. Returns 1 if made, -1 if a later creation's keys are there (left alone).
+if newer_string(KEYS[1], tonumber(ARGV[1])) then return -1 end
+if redis.call('TYPE', KEYS[2])['ok'] == 'hash' and newer(redis.call('HGET', KEYS[2], 'guard')) then
+  return -1
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]), ARGV[2])
 redis.call('HSET', KEYS[2], 'guard', ARGV[2])
-return 1",
+return 1"
+        ),
     )
 });
 
@@ -134,8 +142,8 @@ impl SharedMapBuilder {
         if_exists: IfExists,
     ) -> Result<SharedOverwriteMap, Error> {
         let (mut map, meta) = self.map(server)?;
-        let shards = map.create_batch();
-        map.id = meta::create_with(server, via, &self.name, &meta, &shards, if_exists).await?;
+        let shards = |id| map.create_batch(id);
+        map.id = meta::create_with(server, via, &self.name, &meta, shards, if_exists).await?;
         Ok(map)
     }
 
@@ -159,12 +167,12 @@ pub(super) fn describe(buckets: u64, shards: u32, seed: u64) -> Meta {
 
 impl SharedOverwriteMap {
     /// The creation of every shard with its guard and its leases ([`CREATE`]).
-    pub(super) fn create_batch(&self) -> Batch {
+    pub(super) fn create_batch(&self, id: Id) -> Batch {
         let mut batch = Batch::default();
         for s in 0..self.keys.len() {
             let k = batch.key(&self.keys[s]);
             let guard = self.guard_byte(s).to_string().into_bytes();
-            let args = [guard, self.id.bytes()];
+            let args = [guard, id.bytes()];
             batch.push_script(k, &CREATE, &[&self.keys[s], &self.leases[s]], &args);
         }
         batch

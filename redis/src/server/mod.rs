@@ -271,7 +271,7 @@ impl Server {
     }
 
     /// Whether requests are answered by a replay (no connection, no runtime needed).
-    fn replays(&self) -> bool {
+    pub(crate) fn replays(&self) -> bool {
         #[cfg(any(test, fuzzing))]
         if self.inner.replay.is_some() {
             return true;

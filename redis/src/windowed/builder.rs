@@ -199,8 +199,8 @@ impl SharedWindowedBloomBuilder {
     ) -> Result<SharedWindowedBloomFilter, Error> {
         let params = self.params()?;
         let meta = describe(&params);
-        let ledgers = ledgers_batch(&self.name, params.shards, meta.id);
-        let id = meta::create_with(server, via, &self.name, &meta, &ledgers, if_exists).await?;
+        let ledgers = |id| ledgers_batch(&self.name, params.shards, id);
+        let id = meta::create_with(server, via, &self.name, &meta, ledgers, if_exists).await?;
         let time = match &self.clock {
             Some(clock) => Time::Clock(clock.clone()),
             None => Time::Server(Mutex::new(server_time(server, via, &self.name).await?)),
@@ -224,7 +224,7 @@ pub(super) fn ledgers_batch(name: &str, shards: u32, id: Id) -> Batch {
     for s in 0..shards as usize {
         let ledger = ledger(name, s);
         let k = batch.key(&ledger);
-        batch.push_script(k, &CREATE_LEDGER, &[&ledger], &[id.bytes()]);
+        batch.push_script(k, &CREATE_LEDGER, &[&ledger], &[b"0".to_vec(), id.bytes()]);
     }
     batch
 }

@@ -26,7 +26,7 @@ mod builder;
 mod info;
 mod protocol;
 mod scripts;
-mod time;
+pub(crate) mod time;
 
 pub use builder::SharedWindowedBloomBuilder;
 use builder::{Params, describe, generation_sizing};

@@ -3,6 +3,7 @@
 
 use std::sync::LazyLock;
 
+use crate::guard::fence;
 use crate::script::Lua;
 
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
@@ -109,14 +110,21 @@ return 0",
     )
 });
 
-/// A ledger's creation: `KEYS[1]` the ledger, `ARGV[1]` the creation id, its guard field;
-/// whatever the key held is replaced ([`guard`](crate::guard)).
+/// A ledger's creation: `KEYS[1]` the ledger, `ARGV[2]` the creation id, its guard field
+/// (`ARGV[1]` unused); whatever the key held is replaced, unless it is a later creation's
+/// ledger ([`guard`](crate::guard)): 1 if made, -1 if not.
 pub(super) static CREATE_LEDGER: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "ledger create",
-        r"redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'guard', ARGV[1])
-return 1",
+        concat!(
+            fence!(),
+            r"if redis.call('TYPE', KEYS[1])['ok'] == 'hash' and newer(redis.call('HGET', KEYS[1], 'guard')) then
+  return -1
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'guard', ARGV[2])
+return 1"
+        ),
     )
 });
 

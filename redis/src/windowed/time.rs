@@ -26,8 +26,8 @@ pub(super) enum Time {
 
 /// A reading of the server's time: what it said, and the local instant it said it at.
 #[derive(Clone, Copy)]
-pub(super) struct Synced {
-    pub(super) server: Duration,
+pub(crate) struct Synced {
+    pub(crate) server: Duration,
     pub(super) at: Instant,
 }
 
@@ -68,7 +68,7 @@ pub(super) fn after_time(name: &str, sent: Instant, replies: &[Value]) -> Result
 }
 
 /// The server's time, read now.
-pub(super) async fn server_time(server: &Server, via: Via, name: &str) -> Result<Synced, Error> {
+pub(crate) async fn server_time(server: &Server, via: Via, name: &str) -> Result<Synced, Error> {
     let sent = Instant::now();
     after_time(name, sent, &server.send(via, &time_batch(name)).await?)
 }

@@ -20,7 +20,7 @@
 
 mod proxy;
 
-pub use proxy::{Action, Proxy, has};
+pub use proxy::{Action, Proxy, has, shard_script};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -21,6 +21,14 @@ pub fn has(chunk: &[u8], word: &str) -> bool {
     chunk.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
+/// Whether `chunk` is a script call (`EVALSHA` or `EVAL`) on the shards of the structure
+/// `name`: one whose keys do not include its description `seen:{NAME}:meta` (a shard's
+/// creation, an upload's merge), not one on the description (a creation's reading of the
+/// server's time, its end, a destroy).
+pub fn shard_script(chunk: &[u8], name: &str) -> bool {
+    (has(chunk, "EVALSHA") || has(chunk, "EVAL")) && !has(chunk, &format!("seen:{{{name}}}:meta"))
+}
+
 /// What the proxy does with the request its armed rule matches.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Action {

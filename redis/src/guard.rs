@@ -144,6 +144,7 @@ local function newer(g)
   return type(g) == 'string' and #g == 8 and less(ARGV[2], g) and not less(top, g)
 end
 local function newer_string(key, at)
+  if redis.call('TYPE', key)['ok'] ~= 'string' then return false end
   local len = redis.call('STRLEN', key)
   if len < 8 then return false end
   return newer(redis.call('GETRANGE', key, len - 8, len - 1))

@@ -607,3 +607,37 @@ fn uploads_racing_creates_make_one_filter() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 8. Keys of another type where a creation makes its shards
+// ---------------------------------------------------------------------------------------------
+
+/// GUARD. Keys of another type left under a structure's shard names (an operator's mistake, an
+/// old tool's keys) are replaced by a creation, as any remains are: the creation's check for a
+/// later creation's guard reads only strings and hashes (a `STRLEN` of a list failed the
+/// whole creation with `WRONGTYPE`).
+#[test]
+fn a_creation_replaces_keys_of_another_type_under_its_names() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let mut conn = redis.client();
+    let mut plant = |cmd: &str, key: &str| {
+        let _: u64 = redis::cmd(cmd)
+            .arg(key)
+            .arg("x")
+            .arg("y")
+            .query(&mut conn)
+            .unwrap();
+    };
+    plant("RPUSH", "seen:{typed-bloom:0}:bits");
+    plant("HSET", "seen:{typed-map:0}:slots");
+    plant("RPUSH", "seen:{typed-map:0}:leases");
+    plant("RPUSH", "seen:{typed-window:0}:gens");
+    for kind in KINDS {
+        let name = format!("typed-{kind}");
+        let made = Any::build(kind, &server, &name, 1_000, How::Create).unwrap();
+        let items = keys("t", 50);
+        made.insert_many(&items).unwrap();
+        assert!(made.contains_many(&items).unwrap() > 40, "{kind}");
+    }
+}

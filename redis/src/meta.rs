@@ -400,7 +400,8 @@ pub(crate) async fn fresh_id(server: &Server, via: Via, name: &str) -> Result<Id
 }
 
 /// `Ok` if every shard creation of `batch` answered 1 (made); -1 (a later creation of the name
-/// holds the key: this creation's description was lost meanwhile) is [`Error::Missing`].
+/// holds the key: this creation's description was lost meanwhile, or the server's clock
+/// stepped back) is [`Error::Missing`] naming that key.
 pub(crate) fn check_made(name: &str, batch: &Batch, made: &[Value]) -> Result<(), Error> {
     for (i, reply) in made.iter().enumerate() {
         match reply {
@@ -408,7 +409,7 @@ pub(crate) fn check_made(name: &str, batch: &Batch, made: &[Value]) -> Result<()
             Value::Int(-1) => {
                 return Err(Error::Missing {
                     name: name.to_owned(),
-                    key: names::meta(name),
+                    key: batch.key_of(i).to_owned(),
                 });
             }
             other => {

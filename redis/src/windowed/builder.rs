@@ -75,12 +75,15 @@ impl SharedWindowedBloomBuilder {
     }
 
     /// The period, at whose multiples since the Unix epoch a new generation starts (default a
-    /// day: midnight UTC). At least a millisecond (expiries are in milliseconds).
+    /// day: midnight UTC): the local builder's
+    /// [`rotate_every_aligned`](seen::builder::BloomBuilder::rotate_every_aligned). At least a
+    /// millisecond (expiries are in milliseconds).
     ///
     /// Exactly-once inserts need every client within one generation of the others: on the
     /// server's time they agree within about a round trip (and the local clock's drift over
     /// the 10 minutes between readings of `TIME`), so keep the period far above that, a second
     /// or more; with a shorter one, two clients around a boundary can both be told "new".
+    #[doc(alias = "rotate_every_aligned")]
     pub fn period(mut self, period: Duration) -> Self {
         self.period = period;
         self

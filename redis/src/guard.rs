@@ -1,8 +1,8 @@
 //! The guard: how a lost key is told from an empty one, and one structure from another of the
 //! same name.
 //!
-//! Every structure has a creation id ([`Id`]): 8 bytes, the server's time in milliseconds
-//! (read by the creator on the description's node) and 20 random bits, written in its
+//! Every structure has a creation id ([`Id`]): 8 bytes, the server's time in microseconds
+//! (read by the creator on the description's node) and 11 random bits, written in its
 //! description. Every shard of the structure (and
 //! every generation of a windowed filter) holds the id in the 8 bytes after its data, written
 //! when the shard is created and never again; the hashes beside the shards (a windowed
@@ -69,10 +69,13 @@ impl Id {
         Self::from_u64(random_u64())
     }
 
-    /// The id of a creation that began at `millis` on the server's clock: the time in its
-    /// high bits (so that a later creation has a greater id: [`fence!`]), 20 random bits below.
-    pub(crate) fn ordered(millis: u64) -> Self {
-        Self::from_u64((millis << 20) | (random_u64() & 0xf_ffff))
+    /// The id of a creation that began at `micros` on the server's clock: the time in
+    /// microseconds in its high bits (so that a later creation has a greater id: [`fence!`];
+    /// two creations one after the other on one server are microseconds apart at least: a
+    /// stale creator and the creation after a loss were within one millisecond under load),
+    /// 11 random bits below.
+    pub(crate) fn ordered(micros: u64) -> Self {
+        Self::from_u64((micros << 11) | (random_u64() & 0x7ff))
     }
 
     /// The id of these 8 bytes (0 taken as 1).
@@ -131,8 +134,8 @@ macro_rules! fence {
     math.floor(v / 256) % 256, v % 256)
 end
 local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + 60000
-local top = be32(math.floor(ms / 4096)) .. be32((ms % 4096) * 1048576 + 1048575)
+local us = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 60000000
+local top = be32(math.floor(us / 2097152)) .. be32((us % 2097152) * 2048 + 2047)
 local function less(a, b)
   for i = 1, 8 do
     local x, y = string.byte(a, i), string.byte(b, i)
@@ -260,13 +263,13 @@ mod tests {
     }
 
     /// A later creation's id is greater, compared as the 8 bytes a script compares; within one
-    /// millisecond the 20 random bits decide; the largest time kept is still a positive `i64`.
+    /// microsecond the 11 random bits decide; the largest time kept is still a positive `i64`.
     #[test]
     fn ordered_ids_follow_the_time() {
-        let ms = 1_800_000_000_000;
-        let (a, b) = (Id::ordered(ms), Id::ordered(ms + 1));
+        let us = 1_800_000_000_000_000;
+        let (a, b) = (Id::ordered(us), Id::ordered(us + 1));
         assert!(a.0 < b.0);
-        assert_eq!(u64::from_be_bytes(a.0) >> 20, ms);
-        assert!(Id::ordered((1 << 43) - 1).as_i64() > 0);
+        assert_eq!(u64::from_be_bytes(a.0) >> 11, us);
+        assert!(Id::ordered((1 << 52) - 1).as_i64() > 0);
     }
 }

@@ -395,8 +395,8 @@ pub(crate) async fn fresh_id(server: &Server, via: Via, name: &str) -> Result<Id
         return Ok(Id::random());
     }
     let synced = crate::windowed::time::server_time(server, via, name).await?;
-    let millis = u64::try_from(synced.server.as_millis()).unwrap_or(u64::MAX);
-    Ok(Id::ordered(millis.min((1 << 43) - 1)))
+    let micros = u64::try_from(synced.server.as_micros()).unwrap_or(u64::MAX);
+    Ok(Id::ordered(micros.min((1 << 52) - 1)))
 }
 
 /// `Ok` if every shard creation of `batch` answered 1 (made); -1 (a later creation of the name

@@ -24,6 +24,11 @@ fn keys_of(conn: &mut redis::Connection, name: &str) -> Vec<String> {
     all
 }
 
+/// A creation id at `ms` on the server's clock (microseconds << 11), with low bits `low`.
+fn id_at(ms: u64, low: u64) -> u64 {
+    ((ms * 1000) << 11) | low
+}
+
 fn server_ms(conn: &mut redis::Connection) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
     s * 1000 + us / 1000
@@ -57,7 +62,7 @@ fn key_type(conn: &mut redis::Connection, key: &str) -> String {
 }
 
 /// GUARD. The Lua `top` and the Rust `Id::ordered` agree on real server times: every kind's
-/// description id is `server ms << 20 | 20 bits` for a time between a `TIME` read before and
+/// description id is `server microseconds << 11 | 11 bits` for a time between a `TIME` read before and
 /// after the creation, and every guard (the last 8 bytes of each string key, the `guard` field
 /// of each hash, a windowed filter's generation keys after an insert) is that id.
 #[test]
@@ -98,9 +103,9 @@ fn creation_ids_are_the_servers_time_and_every_guard_holds_them() {
         let after = server_ms(&mut conn);
         let id = meta_id(&mut conn, &name);
         assert!(
-            (before..=after).contains(&(id >> 20)),
+            (before..=after).contains(&((id >> 11) / 1000)),
             "{kind}: id {id:016x} is {} ms, not in {before}..={after}",
-            id >> 20
+            (id >> 11) / 1000
         );
         let mut strings = 0;
         let mut hashes = 0;
@@ -166,7 +171,7 @@ fn a_guard_ahead_of_the_server_blocks_a_create_only_within_the_minute_of_slack()
     let mut conn = redis.client();
 
     let now = server_ms(&mut conn);
-    remains_with_guard(&redis, &server, "ahead", ((now + 3_000) << 20) | 0xf_ffff);
+    remains_with_guard(&redis, &server, "ahead", id_at(now + 3_000, 0x7ff));
     let blocked = SharedBloomFilter::builder("ahead", 1000)
         .shards(1)
         .create(&server);
@@ -193,19 +198,14 @@ fn a_guard_ahead_of_the_server_blocks_a_create_only_within_the_minute_of_slack()
     assert_eq!(count_new(&made, &keys("a", 20)).unwrap(), 20);
 
     let now = server_ms(&mut conn);
-    remains_with_guard(
-        &redis,
-        &server,
-        "ahead55",
-        ((now + 55_000) << 20) | 0xf_ffff,
-    );
+    remains_with_guard(&redis, &server, "ahead55", id_at(now + 55_000, 0x7ff));
     let r = SharedBloomFilter::builder("ahead55", 1000)
         .shards(1)
         .create(&server);
     assert!(matches!(r, Err(Error::Missing { .. })), "55 s ahead: {r:?}");
 
     let now = server_ms(&mut conn);
-    remains_with_guard(&redis, &server, "ahead65", (now + 65_000) << 20);
+    remains_with_guard(&redis, &server, "ahead65", id_at(now + 65_000, 0));
     let f = SharedBloomFilter::builder("ahead65", 1000)
         .shards(1)
         .create(&server)
@@ -224,7 +224,7 @@ fn a_create_blocked_by_a_guard_ahead_names_the_key_in_the_way() {
     let server = Server::open(&redis.url()).unwrap();
     let mut conn = redis.client();
     let now = server_ms(&mut conn);
-    let shard = remains_with_guard(&redis, &server, "named", (now + 50_000) << 20);
+    let shard = remains_with_guard(&redis, &server, "named", id_at(now + 50_000, 0));
     match SharedBloomFilter::builder("named", 1000)
         .shards(1)
         .create(&server)

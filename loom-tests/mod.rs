@@ -72,6 +72,22 @@ pub(crate) enum Twin {
     /// Semi-concurrent: a compaction clears its hashes' slots instead of lowering them by one
     /// each.
     ClearSummary,
+    /// Semi-concurrent, and not broken: the insert skips the buffer and goes to the overflow
+    /// (as when the buffer has no free slot near the hash's home), so that the models reach
+    /// the skip list's steps.
+    Overflow,
+    /// Semi-concurrent: a lookup matches a buffer slot only by its full hash, not a drained
+    /// slot (whose `h2` is gone until the reset).
+    TakenIsNoMatch,
+    /// Semi-concurrent: the drain reads each slot instead of swapping it to "taken", so a
+    /// publish can land after the drain passed.
+    DrainWithoutTaking,
+    /// Semi-concurrent: a reset writes the stamp the table already had, so a claim made before
+    /// it can publish after it.
+    ResetToSameStamp,
+    /// Semi-concurrent: an insert published in a table that is no longer the active one does
+    /// not add the hash to the overflow as well.
+    SkipActiveCheck,
 }
 
 loom::thread_local! {

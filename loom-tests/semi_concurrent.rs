@@ -1,13 +1,11 @@
 //! `SemiConcurrentBloomFilter` under loom: is the buffer-then-compact protocol correct?
 //!
-//! Under loom the pending set and the snapshot cell are the facade's stand-ins, no stronger than
-//! the skip list and arc-swap (`src/sync/loom_impl.rs`; the table in `docs/concurrency.md`):
-//! a lookup in the set is a `Relaxed` load, the skip list's replacing `insert` is two steps, its
-//! `len` is approximate, its iteration weakly consistent; the cell's load is an Acquire load.
-//!
-//! The cell's stand-in keeps every value it ever held, so a compaction under loom never finds
-//! its spare unshared: these models run the copy-on-write path of `compact`, never the in-place
-//! reuse (`docs/concurrency.md` says why that path needs no model of its own).
+//! The buffer's tables and the copies of the bits are plain atomics, which loom runs as they
+//! are (with 4 slots per table here). The overflow is the facade's stand-in, no stronger than
+//! the skip list (`src/sync/loom_impl.rs`; the table in `docs/concurrency.md`): a lookup in it
+//! is a `Relaxed` load, the skip list's replacing `insert` is two steps, its `len` is
+//! approximate, its iteration weakly consistent. An insert reaches the overflow only when the
+//! buffer refuses it; the models that need it there send it with [`Twin::Overflow`].
 
 use super::{Twin, with};
 use crate::SemiConcurrentBloomFilter;
@@ -35,16 +33,30 @@ fn reader_during_compaction(
     compact: fn(&SemiConcurrentBloomFilter) -> bool,
     contains: fn(&SemiConcurrentBloomFilter, &str) -> bool,
 ) {
-    reader_during_compaction_of("b", compact, contains);
+    reader_during_compaction_of("b", |f, x| f.insert(x), compact, contains);
+}
+
+/// [`reader_during_compaction`] with "a" inserted into the overflow (the skip list).
+fn reader_during_compaction_via_overflow(
+    compact: fn(&SemiConcurrentBloomFilter) -> bool,
+    contains: fn(&SemiConcurrentBloomFilter, &str) -> bool,
+) {
+    reader_during_compaction_of(
+        "b",
+        |f, x| with(Twin::Overflow, || f.insert(x)),
+        compact,
+        contains,
+    );
 }
 
 /// An item whose summary slot is "a"'s (the filter of [`tiny`] has 64 slots, indexed by the low
 /// 6 bits of `h1`; checked in the models that use it).
 const SHARES_A_SLOT: &str = "b83";
 
-/// [`reader_during_compaction`] with B inserting `other`.
+/// [`reader_during_compaction`] with B inserting `other` and A inserting with `insert`.
 fn reader_during_compaction_of(
     other: &'static str,
+    insert: fn(&SemiConcurrentBloomFilter, &str) -> bool,
     compact: fn(&SemiConcurrentBloomFilter) -> bool,
     contains: fn(&SemiConcurrentBloomFilter, &str) -> bool,
 ) {
@@ -54,7 +66,7 @@ fn reader_during_compaction_of(
         let a = {
             let (f, flag) = (Arc::clone(&f), Arc::clone(&flag));
             thread::spawn(move || {
-                assert!(f.insert("a"));
+                assert!(insert(&f, "a"));
                 flag.store(true, Ordering::Release);
             })
         };
@@ -110,7 +122,12 @@ fn an_item_sharing_a_summary_slot_is_never_lost_while_compacting() {
         let f = tiny();
         assert_eq!(f.summary_slot("a"), f.summary_slot(SHARES_A_SLOT));
     });
-    reader_during_compaction_of(SHARES_A_SLOT, |f| f.compact(), |f, x| f.contains(x));
+    reader_during_compaction_of(
+        SHARES_A_SLOT,
+        |f, x| f.insert(x),
+        |f| f.compact(),
+        |f, x| f.contains(x),
+    );
 }
 
 /// Twin: a compaction that clears its hashes' slots (instead of lowering each by one) zeroes
@@ -120,6 +137,7 @@ fn an_item_sharing_a_summary_slot_is_never_lost_while_compacting() {
 fn clearing_a_shared_summary_slot_loses_items() {
     reader_during_compaction_of(
         SHARES_A_SLOT,
+        |f, x| f.insert(x),
         |f| with(Twin::ClearSummary, || f.compact()),
         |f, x| f.contains(x),
     );
@@ -150,7 +168,117 @@ fn a_relaxed_summary_load_loses_items() {
 #[test]
 #[should_panic(expected = "false negative: insert(a) had returned")]
 fn missing_the_fence_after_the_pending_set_loses_items() {
-    reader_during_compaction(|f| f.compact(), |f, x| f.contains_without_fence(x));
+    // Through the overflow: the buffer's own loads Acquire, the skip list's do not.
+    reader_during_compaction_via_overflow(|f| f.compact(), |f, x| f.contains_without_fence(x));
+}
+
+/// The same reader, with "a" in the overflow (the skip list) instead of the buffer.
+#[test]
+fn no_false_negative_while_compacting_the_overflow() {
+    reader_during_compaction_via_overflow(|f| f.compact(), |f, x| f.contains(x));
+}
+
+/// Twin: a lookup that matches a buffer slot only by its full hash misses a drained one (its
+/// `h2` is "taken") before the copy holding it is swapped in.
+#[test]
+#[should_panic(expected = "false negative: insert(a) had returned")]
+fn a_drained_slot_that_stops_matching_loses_items() {
+    reader_during_compaction(
+        |f| f.compact(),
+        |f, x| with(Twin::TakenIsNoMatch, || f.contains(x)),
+    );
+}
+
+/// Thread A inserts "a" (and looks it up at once) while the main thread inserts "c" and
+/// compacts; after both, two more compactions drain both tables. Nothing is lost, nothing stays
+/// pending, and the summary's count for "a" is back to zero: every raise was lowered once.
+fn insert_racing_a_compaction(compact: fn(&SemiConcurrentBloomFilter) -> bool) {
+    loom::model(move || {
+        let f = tiny();
+        let a = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || {
+                assert!(f.insert("a"));
+                assert!(
+                    f.contains("a"),
+                    "false negative right after insert(a) returned"
+                );
+            })
+        };
+        f.insert("c");
+        compact(&f);
+        a.join().unwrap();
+        f.compact();
+        f.compact();
+        assert!(f.contains("a") && f.contains("c"));
+        assert_eq!(f.pending_len(), 0, "hashes left pending");
+        assert_eq!(f.summary_count("a"), 0, "the summary leaked");
+    });
+}
+
+#[test]
+fn an_insert_racing_a_drain_is_counted_once() {
+    insert_racing_a_compaction(|f| f.compact());
+}
+
+/// Twin: a drain that reads the slots instead of swapping them to "taken" lets a publish land
+/// behind it: no batch holds the hash, the insert is not told (its publish succeeded), and the
+/// count of pending hashes never returns to zero.
+#[test]
+#[should_panic(expected = "hashes left pending")]
+fn a_drain_that_only_reads_leaks_the_summary() {
+    insert_racing_a_compaction(|f| with(Twin::DrainWithoutTaking, || f.compact()));
+}
+
+/// Twin: a reset that keeps the table's stamp lets a claim made before the drain publish after
+/// the reset, into a slot whose key the reset overwrote: the slot holds half a hash, no batch
+/// holds the inserted one, and the count of pending hashes never returns to zero.
+#[test]
+#[should_panic(expected = "hashes left pending")]
+fn a_reset_that_keeps_the_stamp_lets_a_stale_claim_publish() {
+    insert_racing_a_compaction(|f| with(Twin::ResetToSameStamp, || f.compact()));
+}
+
+/// Thread A inserts "a" while B inserts "c" and compacts; once both are done, a compaction
+/// that wins holds "a": A may have published in the table B had just drained and reset (no
+/// longer the active one, so not the next to be drained), and then it puts "a" in the overflow
+/// as well.
+fn a_compaction_after_an_insert_holds_it(insert: fn(&SemiConcurrentBloomFilter, &str) -> bool) {
+    loom::model(move || {
+        let f = tiny();
+        let a = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || assert!(insert(&f, "a")))
+        };
+        let b = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || {
+                f.insert("c");
+                f.compact();
+            })
+        };
+        a.join().unwrap();
+        b.join().unwrap();
+        f.insert("b");
+        assert!(f.compact());
+        assert!(
+            f.snapshot().contains("a"),
+            "a compaction that began after insert(a) returned left it out"
+        );
+    });
+}
+
+#[test]
+fn a_compaction_after_an_insert_holds_it_wherever_it_was_published() {
+    a_compaction_after_an_insert_holds_it(|f, x| f.insert(x));
+}
+
+/// Twin: without the second entry in the overflow, the hash waits in a table that the next
+/// compaction does not drain.
+#[test]
+#[should_panic(expected = "left it out")]
+fn a_publish_in_a_table_no_longer_active_is_left_out_without_the_overflow() {
+    a_compaction_after_an_insert_holds_it(|f, x| with(Twin::SkipActiveCheck, || f.insert(x)));
 }
 
 /// Two threads insert the same new item while a third compacts; each inserter checks
@@ -204,6 +332,11 @@ fn same_item_from_two_threads_is_never_lost() {
 #[test]
 fn same_item_from_two_threads_is_never_lost_while_compacting() {
     same_item_from_two_threads(|f, x| f.insert(x), true, true);
+}
+
+#[test]
+fn same_item_from_two_threads_through_the_overflow_is_never_lost_while_compacting() {
+    same_item_from_two_threads(|f, x| with(Twin::Overflow, || f.insert(x)), true, true);
 }
 
 /// Twin: the insert as it was, with the skip list's replacing `SkipSet::insert`. The second
@@ -285,7 +418,7 @@ fn saved_contains(
     move |f, item| {
         use crate::hash::ItemHasher;
         let (snapshot, pending) = state(f);
-        let hash = f.snapshot().hasher().hash_item(item);
+        let hash = f.hasher().hash_item(item);
         snapshot.contains_hash(hash) || pending.contains(&hash)
     }
 }

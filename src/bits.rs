@@ -95,16 +95,6 @@ pub(crate) fn read_boxed_slice<T, const N: usize>(
     Ok(v.into_boxed_slice())
 }
 
-/// Whether the allocator would grant `bytes` in one piece: reserves them (without touching
-/// them) and frees them at once. [`Error::AllocationFailed`] if not.
-pub(crate) fn probe_allocation(bytes: usize) -> Result<(), Error> {
-    Vec::<u8>::new()
-        .try_reserve_exact(bytes)
-        .map_err(|_| Error::AllocationFailed {
-            bytes: bytes as u64,
-        })
-}
-
 /// A fixed-size array of atomic bits, allocated in whole cache lines.
 pub(crate) struct AtomicBits {
     lines: Box<[Line]>,
@@ -177,6 +167,18 @@ impl AtomicBits {
         Ok(Self {
             lines: read_boxed_slice(lines, length_checked, next, Line::from_le_bytes)?,
         })
+    }
+
+    /// A second table with the same bits (Relaxed loads, word by word: the caller keeps
+    /// writers away).
+    pub(crate) fn try_clone(&self) -> Result<Self, Error> {
+        let mut words = self.iter_words();
+        let lines = try_boxed_slice(self.lines.len(), || {
+            Line(core::array::from_fn(|_| {
+                AtomicU64::new(words.next().expect("as many words as lines hold"))
+            }))
+        })?;
+        Ok(Self { lines })
     }
 
     /// Clears every bit. Takes `&mut self`: no insert can race with it.

@@ -131,7 +131,7 @@ impl Subject for SemiConcurrentBloomFilter {
     }
     fn insert_record(&self, bytes: &[u8]) {
         // This filter has no `hasher()`: its snapshot's is the same.
-        self.insert_hash(self.snapshot().hasher().hash_bytes(bytes));
+        self.insert_hash(self.hasher().hash_bytes(bytes));
     }
     fn reloaded(&self) -> Self {
         let mut file = Vec::new();

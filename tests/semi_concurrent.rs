@@ -22,17 +22,20 @@ fn pending_never_exceeds_insertions_before_compact_single_threaded() {
         let f = filter(10_000, ibc);
         for k in keys(1, 5_000) {
             f.insert(&k);
-            // Single-threaded, every triggered compaction wins and empties the set.
+            // Single-threaded, every triggered compaction wins and empties the buffer; the
+            // inserts add up the buffer's counts every ibc / 16 publishes in one of its 8
+            // regions, so a compaction starts before half as many again are pending.
             assert!(
-                f.pending_len() < ibc,
+                f.pending_len() <= ibc + ibc / 2,
                 "ibc={ibc}: {} pending",
                 f.pending_len()
             );
         }
         let stats = f.compaction_stats();
         assert_eq!(stats.attempted, stats.won);
-        // About 5,000 / ibc compactions (a few keys are false positives and never pending).
-        assert!(stats.won >= 4_900 / ibc as u64, "{stats:?}");
+        // At least 5,000 / 1.5 ibc compactions (a few keys are false positives and never
+        // pending).
+        assert!(stats.won >= 4_900 / (ibc + ibc / 2) as u64, "{stats:?}");
     }
 }
 
@@ -56,7 +59,7 @@ fn snapshots_are_consistent_and_immutable() {
 }
 
 #[test]
-fn segmented_compaction_copies_only_touched_segments_and_matches_a_full_copy() {
+fn snapshots_in_any_segment_size_hold_the_same_bits() {
     let segmented = filter(1_000_000, 1 << 30);
     let full = SemiConcurrentBloomFilter::builder(1_000_000)
         .segment_bytes(usize::MAX / 2)
@@ -152,10 +155,8 @@ fn no_false_negative_while_compacting() {
         assert!(checked >= 2 * (meetings - 1) * CHECKS, "{checked}");
         f.compact();
         assert_eq!(f.pending_len(), 0);
-        assert!(
-            all.iter()
-                .all(|k| f.contains(k) && f.snapshot().contains(k))
-        );
+        let snapshot = f.snapshot();
+        assert!(all.iter().all(|k| f.contains(k) && snapshot.contains(k)));
         let stats = f.compaction_stats();
         eprintln!("{layout:?}: {checked} concurrent checks; {stats:?}");
         // Compactions did run while the writers inserted: the first insert that found 64
@@ -268,7 +269,8 @@ fn a_compaction_held_at_each_step_misses_nothing() {
             "{layout:?}: steps held {held_at:?}"
         );
         f.compact();
-        assert!(inserted.iter().all(|k| f.snapshot().contains(k)));
+        let snapshot = f.snapshot();
+        assert!(inserted.iter().all(|k| snapshot.contains(k)));
     }
 }
 
@@ -345,7 +347,8 @@ fn same_keys_from_two_threads_are_never_lost_at_any_compaction_rate() {
         }
         f.compact();
         assert_eq!(f.pending_len(), 0);
-        assert!(all.iter().all(|k| f.snapshot().contains(k)));
+        let snapshot = f.snapshot();
+        assert!(all.iter().all(|k| snapshot.contains(k)));
     }
 }
 
@@ -358,7 +361,7 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
     use seen::hash::Hash128;
     const ROUNDS: usize = 20_000;
     // Hashes in the upper half of the order for the compacting thread, in the lower half for
-    // the other one, which inserts at most 2M and never compacts.
+    // the other one, which inserts at most 200,000 and never compacts.
     let high: Vec<Hash128> = keys(11, ROUNDS)
         .into_iter()
         .zip(keys(12, ROUNDS))
@@ -367,16 +370,16 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
             h2,
         })
         .collect();
-    let low: Vec<Hash128> = keys(13, 2_000_000)
+    let low: Vec<Hash128> = keys(13, 200_000)
         .into_iter()
         .map(|h| Hash128 {
             h1: h >> 1,
             h2: h.rotate_left(17),
         })
         .collect();
-    let f = filter(4_000_000, usize::MAX);
+    let f = filter(400_000, usize::MAX);
     // The two threads meet every MEET rounds, so that the low thread inserts while the other
-    // compacts (10,000 low hashes a stretch), whatever the scheduler does.
+    // compacts (1,000 low hashes a stretch), whatever the scheduler does.
     const MEET: usize = 100;
     let meet = std::sync::Barrier::new(2);
     let (missing, checked) = std::thread::scope(|s| {
@@ -402,7 +405,7 @@ fn a_winning_compaction_holds_every_insert_that_happened_before_it() {
         }
         (missing, checked)
     });
-    // At most 2M of 4M capacity at 1%: far fewer than a tenth of the high hashes are false
+    // At most 200,000 of 400,000 capacity at 1%: far fewer than a tenth of the high hashes are false
     // positives, whatever the low thread had inserted by then.
     assert!(checked > ROUNDS as u64 * 9 / 10, "{checked}");
     assert_eq!(
@@ -492,18 +495,18 @@ fn a_key_is_never_missed_while_another_thread_compacts_it() {
         let stats = f.compaction_stats();
         assert!(stats.won >= meetings as u64, "{stats:?}");
         f.compact();
-        assert!(all.iter().all(|k| f.snapshot().contains(k)));
+        let snapshot = f.snapshot();
+        assert!(all.iter().all(|k| snapshot.contains(k)));
     }
 }
 
 /// Compaction reuses the snapshot that the current one replaced, in place, once nobody holds
 /// it. One thread inserts with a compaction every 8 inserts while another takes snapshots,
-/// holds some of them across many compactions (forcing the copy-on-write path) and drops
-/// others at once (letting the in-place path run): a held snapshot's answers never change, and
-/// every later snapshot holds every key an earlier one held.
+/// holds some of them across many compactions and drops others at once: a held snapshot's
+/// answers never change, and every later snapshot holds every key an earlier one held.
 ///
-/// Reusing the spare without also applying the batch that made the current snapshot (the
-/// spare then lacks it) fails this test.
+/// Writing only the new batch into the copy being swapped in (without the batch that made the
+/// current one, which that copy lacks) fails this test.
 #[test]
 fn snapshots_never_change_and_only_grow_while_compaction_reuses_them() {
     use std::sync::Barrier;
@@ -567,14 +570,17 @@ fn snapshots_never_change_and_only_grow_while_compaction_reuses_them() {
         "a later snapshot lacked a key an earlier one held"
     );
     assert_eq!(snapshots, meetings as u64);
-    // The inserter is the only compactor: every 8th new key compacts the 8 pending, and wins.
-    assert_eq!(
-        (stats.won, stats.attempted),
-        (new / 8, new / 8),
-        "{new} new"
+    // The inserter is the only compactor, and its compactions win (a snapshot, which holds
+    // the compactor's lock while it copies, only makes it skip one); none can take more than
+    // what was pending.
+    assert_eq!(stats.won, stats.attempted, "{new} new");
+    assert!(
+        stats.won >= 1 && stats.won <= new / 8,
+        "{new} new, {stats:?}"
     );
     f.compact();
-    assert!(all.iter().all(|k| f.snapshot().contains(k)));
+    let snapshot = f.snapshot();
+    assert!(all.iter().all(|k| snapshot.contains(k)));
 }
 
 /// `insert_many` / `contains_many` give what one-by-one calls give, item by item, on filters

@@ -51,7 +51,8 @@ fn segment_bytes_edges_build_answer_and_round_trip() {
             f.insert(&k);
         }
         f.compact();
-        assert!((0..5_000u64).all(|k| f.contains(&k) && f.snapshot().contains(&k)));
+        let snapshot = f.snapshot();
+        assert!((0..5_000u64).all(|k| f.contains(&k) && snapshot.contains(&k)));
         let mut buf = Vec::new();
         f.write_to(&mut buf).unwrap();
         let g = SemiConcurrentBloomFilter::read_from(&buf[..]).unwrap();
@@ -131,7 +132,10 @@ fn same_keys_from_four_threads_with_a_compactor_and_immediate_lookups() {
         f.compact();
         assert_eq!(f.pending_len(), 0, "ibc={ibc}");
         assert!(
-            (0..50_000u64).all(|k| f.snapshot().contains(&k)),
+            {
+                let snapshot = f.snapshot();
+                (0..50_000u64).all(|k| snapshot.contains(&k))
+            },
             "ibc={ibc}"
         );
     }

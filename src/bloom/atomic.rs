@@ -736,6 +736,26 @@ pub(super) fn insert_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bo
     }
 }
 
+/// Sets the probe's bits in `bits` with plain loads and stores (`Relaxed`, no locked
+/// instruction): only for a copy that a single thread writes (the semi-concurrent filter's
+/// compactor) while others may read it.
+#[inline(always)]
+pub(super) fn set_at(bits: &AtomicBits, probe: &Probe) {
+    let set = |word: &crate::sync::AtomicU64, mask: u64| {
+        let old = word.load(Relaxed);
+        if old & mask != mask {
+            word.store(old | mask, Relaxed);
+        }
+    };
+    match *probe {
+        Probe::Word { word, mask } => set(bits.word(word), mask),
+        Probe::Line { line, h2, k } => {
+            let line = &bits.line(line).0;
+            line_bits(h2, k, |word, bit| set(&line[word], 1 << bit));
+        }
+    }
+}
+
 /// Whether `bits` hold every bit of the probe, every load with `order`.
 #[inline(always)]
 pub(super) fn contains_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {

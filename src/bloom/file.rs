@@ -9,7 +9,6 @@ use crate::hash::{Hash128, HasherIdentity, ItemHasher};
 use crate::persist::format::{CHUNK_BYTES, ChunkReader, Header, Kind};
 use crate::persist::{bad_header, identity_of, write_file};
 use crate::sizing::BlockedSizing;
-use crate::sync::SharedWords;
 use crate::{Error, Layout};
 
 /// The most bit positions per item a file may name: the probe draws any number, the sizing
@@ -275,23 +274,8 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         hasher: H,
     ) -> Result<Self, Error> {
         let sizing = bloom_sizing(header, 16)?;
-        let options = crate::builder::SemiOptions::default();
-        let segment_words = options.segment_words();
-        let words = sizing.lines() * crate::bits::LINE_WORDS;
-        // Segments as they arrive; the table of them grows with them.
-        let mut segments = Vec::new();
-        let mut at = 0;
-        while at < words {
-            let len = segment_words.min(words - at);
-            let segment = read_boxed_slice(
-                len,
-                checked,
-                |bytes| payload.read_exact(bytes),
-                |bytes| u64::from_le_bytes(*bytes),
-            )?;
-            segments.push(SharedWords::new(segment));
-            at += len;
-        }
+        let bits =
+            AtomicBits::read_lines(sizing.lines(), checked, |bytes| payload.read_exact(bytes))?;
         let records = usize::try_from(header.records)
             .map_err(|_| bad_header("more pending hashes than this machine can hold"))?;
         let pending = read_boxed_slice(
@@ -303,14 +287,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                 h2: u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
             },
         )?;
-        let mut snapshot =
-            FrozenBloomFilter::from_segments(sizing, segment_words, segments, hasher.clone());
-        snapshot.add_in_place(&pending);
-        Ok(Self::assemble(
-            snapshot,
-            options.insertions_before_compact(),
-            hasher,
-        ))
+        for &hash in pending.iter() {
+            super::atomic::set_at(&bits, &super::Probe::new(hash, &sizing));
+        }
+        Self::assemble(sizing, bits, crate::builder::SemiOptions::default(), hasher)
     }
 }
 

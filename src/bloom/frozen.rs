@@ -7,17 +7,16 @@ use core::hash::Hash;
 
 use super::Probe;
 use super::info::{self, BloomInfo};
-use crate::bits::{LINE_WORDS, probe_allocation, try_boxed_slice};
+use crate::Layout;
+use crate::bits::LINE_WORDS;
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::SharedWords;
-use crate::{Error, Layout};
 
 /// An immutable Bloom filter, safe to share and query from any thread with plain loads.
 ///
-/// Its bits are split into segments (4 KiB by default), each reference-counted, so that adding a batch of
-/// items produces a new filter that copies only the segments the batch touches and shares the
-/// rest with the old one (copy-on-write). Same layouts, sizing and probe positions as
+/// Its bits are split into segments (4 KiB by default, `segment_bytes` on the semi-concurrent
+/// filter's builder). Same layouts, sizing and probe positions as
 /// [`AtomicBloomFilter`](crate::AtomicBloomFilter): a hash inserted in one is found at the
 /// same bits in the other.
 ///
@@ -53,35 +52,6 @@ pub struct FrozenBloomFilter<H = StableHasher> {
 }
 
 impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
-    /// An empty filter; `segment_words` is a power of two of cache lines
-    /// ([`SemiOptions::segment_words`](crate::builder::SemiOptions)).
-    ///
-    /// Allocates every segment now, fallibly: [`Error::AllocationFailed`] instead of an abort.
-    pub(crate) fn empty(
-        sizing: BlockedSizing,
-        segment_words: usize,
-        hasher: H,
-    ) -> Result<Self, Error> {
-        debug_assert!(segment_words.is_power_of_two() && segment_words >= LINE_WORDS);
-        let words = sizing.lines() * LINE_WORDS;
-        // The segments are many small allocations, each of which an overcommitting allocator
-        // grants until memory really runs out; asking once for the whole size first turns an
-        // absurd size into an error instead of an out-of-memory kill halfway through.
-        probe_allocation(words.saturating_mul(8))?;
-        let count = words.div_ceil(segment_words);
-        let mut segments = Vec::new();
-        segments
-            .try_reserve_exact(count)
-            .map_err(|_| Error::AllocationFailed {
-                bytes: (count as u64).saturating_mul(8),
-            })?;
-        for s in 0..count {
-            let len = segment_words.min(words - s * segment_words);
-            segments.push(SharedWords::new(try_boxed_slice(len, || 0u64)?));
-        }
-        Ok(Self::from_segments(sizing, segment_words, segments, hasher))
-    }
-
     /// A filter of these segments, each of `segment_words` words (a power of two, at least a
     /// cache line) but the last, which may be shorter.
     pub(crate) fn from_segments(
@@ -121,62 +91,6 @@ impl<H: ItemHasher + Clone> FrozenBloomFilter<H> {
         // A block never straddles segments: both are whole cache lines.
         let (segment, at) = self.locate(probe.first_word());
         probe.is_set_in(&self.segments[segment][at..])
-    }
-
-    /// A new filter holding this one's items and `hashes`: copies only the segments the hashes
-    /// touch, and shares the others with `self`.
-    pub(crate) fn with_hashes(&self, hashes: &[Hash128]) -> Self {
-        let mut targets: Vec<(usize, usize, Probe)> = hashes
-            .iter()
-            .map(|&h| {
-                let probe = Probe::new(h, &self.sizing);
-                let (segment, at) = self.locate(probe.first_word());
-                (segment, at, probe)
-            })
-            .collect();
-        targets.sort_unstable_by_key(|t| t.0);
-        let mut segments = self.segments.to_vec();
-        for group in targets.chunk_by(|a, b| a.0 == b.0) {
-            let index = group[0].0;
-            let mut words = self.segments[index].to_vec();
-            for (_, at, probe) in group {
-                probe.set_in(&mut words[*at..]);
-            }
-            segments[index] = SharedWords::new(words.into_boxed_slice());
-        }
-        Self {
-            sizing: self.sizing,
-            segment_shift: self.segment_shift,
-            segments: segments.into_boxed_slice(),
-            hasher: self.hasher.clone(),
-        }
-    }
-
-    /// Adds `hashes` to this filter in place: a segment that no other filter shares is written
-    /// directly, a shared one is copied first (and the copy replaces it here only).
-    ///
-    /// Takes `&mut self`: the caller owns this filter alone (`Arc::get_mut` succeeded), so no
-    /// snapshot anyone can see changes. Hashes in order (a pending batch is: the block grows
-    /// with `h1`) touch each segment in one run, checked for sharing once.
-    pub(crate) fn add_in_place(&mut self, hashes: &[Hash128]) {
-        let (sizing, shift) = (self.sizing, self.segment_shift);
-        let mut open = usize::MAX;
-        let mut words: &mut [u64] = &mut [];
-        for &hash in hashes {
-            let probe = Probe::new(hash, &sizing);
-            let (index, at) = locate(probe.first_word(), shift);
-            if index != open {
-                let slot = &mut self.segments[index];
-                if slot.get_mut().is_none() {
-                    *slot = SharedWords::new(slot.to_vec().into_boxed_slice());
-                }
-                words = slot
-                    .get_mut()
-                    .expect("unshared: checked or copied just above");
-                open = index;
-            }
-            probe.set_in(&mut words[at..]);
-        }
     }
 
     /// The number of bits (a multiple of 512).

@@ -81,6 +81,7 @@ impl Probe {
     /// Sets the probe's bits in `words`, the block's words from
     /// [`first_word`](Self::first_word) on.
     #[inline]
+    #[cfg(all(test, not(seen_loom)))]
     pub(crate) fn set_in(&self, words: &mut [u64]) {
         match *self {
             Self::Word { mask, .. } => words[0] |= mask,

@@ -4,55 +4,79 @@
 use core::fmt;
 use core::hash::Hash;
 
-use super::frozen::FrozenBloomFilter;
-use super::info::BloomInfo;
-use super::{BloomBuilder, SemiOptions};
-use crate::Error;
-use crate::hash::{Hash128, ItemHasher, StableHasher};
-use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet, TryMutex, fence};
+mod buffer;
 
-/// A Bloom filter whose readers always query an immutable snapshot plus a small buffer of recent
-/// inserts, and whose compacted state can be taken as a consistent snapshot at any time without
-/// stopping writers.
+use self::buffer::{Added, Buffer};
+use super::atomic::{contains_at, set_at};
+use super::frozen::FrozenBloomFilter;
+use super::info::{self, BloomInfo};
+use super::{BloomBuilder, Probe, SemiOptions};
+use crate::Error;
+use crate::bits::{AtomicBits, LINE_WORDS};
+use crate::hash::{Hash128, ItemHasher, StableHasher};
+use crate::sizing::BlockedSizing;
+use crate::sync::Ordering::{Acquire, Relaxed, Release};
+use crate::sync::{AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fence};
+
+/// A Bloom filter whose inserts are buffered and compacted, in batches, into the copy of its
+/// bits that lookups do not read, which is then swapped in: lookups cost what the
+/// [`AtomicBloomFilter`](crate::AtomicBloomFilter)'s do, inserts pay for the buffer, and a
+/// compaction's cost per insert does not grow with the filter or with the threads.
 ///
 /// - `insert(x)`: if the filter does not already contain `x`, raise a counter in a small
-///   *summary* of the pending set (one slot per a few bits of `x`'s hash), then put `x`'s
-///   128-bit hash in a concurrent set of pending hashes (a lock-free skip list); when
-///   `insertions_before_compact` hashes are pending, compact (unless a compaction is running).
-/// - `compact()`: one at a time (a call that finds another running returns at once). Take the
-///   pending hashes and build the next snapshot: in place, in the snapshot the current one
-///   replaced, if nobody holds it any more (adding the batch that made the current one and this
-///   batch), else as a copy-on-write of the current one (copying only the 4 KiB segments the
-///   hashes touch). Swap it in; then remove exactly those hashes from the pending set, and only
-///   then lower their summary counters.
-/// - `contains(x)`: the summary first: a zero counter sends the lookup straight to the snapshot.
-///   Otherwise the snapshot (a hit answers), then the pending set, then the snapshot again. That
-///   order is what makes it correct: [the concurrency notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct)
-///   have the argument and the loom models that check it.
+///   *summary* (one slot per a few bits of `x`'s hash), then publish `x`'s 128-bit hash in the
+///   **buffer**: two fixed tables of hashes, a slot claimed by compare-and-swap, no allocation.
+///   One table takes inserts while the other is drained. A hash the table cannot take (no free
+///   slot near its home, or its table drained under it) goes to the **overflow**, a lock-free
+///   skip list that never refuses one. When about `insertions_before_compact` hashes are
+///   pending, the inserting thread compacts (unless a compaction is running).
+/// - `compact()`: one at a time (a call that finds another running returns at once). Switch
+///   inserts to the other table, drain this one and the overflow, write the batch (and the one
+///   before it) into the copy of the bits that lookups do not read, and swap that copy in (an
+///   atomic store of which copy is current). Then the drained table is reset and the overflow's
+///   hashes removed, and only then are their summary counters lowered.
+/// - `contains(x)`: the summary first: a zero counter sends the lookup straight to the current
+///   copy. Otherwise the current copy (a hit answers), then the buffer and the overflow, then
+///   the current copy again. That order is what makes it correct: [the concurrency
+///   notes](crate::docs::concurrency#semiconcurrentbloomfilter-is-the-protocol-correct) have
+///   the argument and the loom models that check it.
 ///
-/// Memory: the bits twice over once the second compaction has run (the current snapshot and
-/// the one it replaced, kept for reuse), plus the pending set, plus 8 bytes per summary slot
-/// (16 slots per `insertions_before_compact`, a power of two from 64 to 65,536).
+/// Pick it where inserts are a fraction of lookups and a consistent picture of the compacted
+/// items is worth having ([`snapshot`](Self::snapshot), [`write_to`](Self::write_to) beside
+/// running inserts): a crawler's seen-URL set queried on every link and written at every new
+/// page, a cache admission filter. Lookups cost about what the atomic filter's do; an insert of
+/// a new item costs about three times as much ([measured](crate::docs::benchmarks)). For an
+/// exactly-once gate, or where most operations are inserts, use the
+/// [`AtomicBloomFilter`](crate::AtomicBloomFilter).
+///
+/// Memory: the bits twice over (the current copy and the one being written), plus the buffer
+/// (two tables of 16 bytes per slot, the next power of two of four times
+/// `insertions_before_compact`, 16 to 65,536 slots), the summary (8 bytes per slot, 16 slots
+/// per `insertions_before_compact`, from 64 to 65,536) and 64 bytes per hash in the overflow:
+/// [`memory_bytes`](Self::memory_bytes) counts them all. At the default of 1,024 that is twice
+/// the bits plus 256 KiB.
 ///
 /// # Guarantees
 ///
 /// - **No false negatives**, under any interleaving with inserts and compactions: once
 ///   `insert(x)` has returned, every `contains(x)` that [happens after](crate#guarantees) it
 ///   returns `true`.
-/// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items
-///   (pending items are looked up exactly and add none).
+/// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items.
+///   Pending items are looked up by their 128-bit hash (a drained one, until it is in the bits,
+///   by its first 64 bits): they add at most one chance in 2^64 per pending hash.
 /// - **Racing inserts of one new item**: at least one returns `true`; several can (each finds
-///   the item in neither the snapshot nor the pending set before one of them adds it). Not an
+///   the item neither in the bits nor pending before one of them adds it). Not an
 ///   exactly-once gate: use [`AtomicBloomFilter`](crate::AtomicBloomFilter) with the word
 ///   layout for that.
-/// - **Progress**: `contains` is lock-free and never blocks (a summary load, the snapshot
-///   through arc-swap, the skip list); `insert` is lock-free, allocates (a skip-list node, and a
-///   compaction's snapshot), and never waits for a compaction (the pending set may then grow
-///   past `insertions_before_compact` until the running compaction is done).
-/// - **Snapshots**: a [`snapshot`](Self::snapshot) never changes; after
-///   [`compact`](Self::compact) returns `true`, the snapshot it swapped in (and every later
-///   one) holds every item whose insert happened before the call began.
+/// - **Progress**: `contains` is lock-free and never blocks (plain loads of the summary, the
+///   current copy's index and its bits; the tables and the skip list when the summary says a
+///   hash may be pending); it pays no locked instruction. `insert` is lock-free and never waits
+///   for a compaction; it allocates only for the overflow. A compaction that is behind makes
+///   the overflow grow; nothing is refused.
+/// - **Snapshots**: a [`snapshot`](Self::snapshot) is a copy of the current bits (O(m): it
+///   waits for a running compaction, then copies) and never changes; after
+///   [`compact`](Self::compact) returns `true`, the bits it swapped in (and every later copy)
+///   hold every item whose insert happened before the call began.
 /// - **Never forgets**.
 ///
 /// # Examples
@@ -66,33 +90,45 @@ use crate::sync::{Arc, ArcCell, AtomicU64, PendingSet, TryMutex, fence};
 ///     .build()?;
 /// assert!(f.insert("a"));
 /// assert!(f.contains("a") && f.pending_len() == 1);
-/// assert!(f.compact()); // "a" moves into the snapshot
+/// assert!(f.compact()); // "a" moves into the bits
 /// assert_eq!(f.pending_len(), 0);
 /// assert!(f.snapshot().contains("a"));
 /// # Ok::<(), seen::Error>(())
 /// ```
 pub struct SemiConcurrentBloomFilter<H = StableHasher> {
-    current: ArcCell<FrozenBloomFilter<H>>,
-    pending: PendingSet<Hash128>,
-    /// The pending set's summary: per slot (a few bits of `h1`), the number of pending hashes
-    /// that may map there (low 32 bits) and a ticket counter (high 32 bits). Raised before a
-    /// hash enters the set, lowered after it has left it, so a slot that reads zero sends a
-    /// lookup straight to the snapshot.
+    sizing: BlockedSizing,
+    /// Two copies of the bits: `copies[current]` is what lookups read; the other is written
+    /// by the compactor alone, and is behind the current one by the last batch.
+    copies: [AtomicBits; 2],
+    /// Which copy is current (0 or 1): stored with Release by the compactor after it wrote the
+    /// copy, loaded with Acquire by every lookup.
+    current: AtomicUsize,
+    buffer: Buffer,
+    /// Hashes the buffer did not take: a skip list, unbounded.
+    overflow: PendingSet<Hash128>,
+    /// The summary of what is pending: per slot (a few bits of `h1`), the number of pending
+    /// hashes that may map there (low 32 bits) and a ticket counter (high 32 bits). Raised
+    /// before a hash enters the buffer or the overflow, lowered after it has left it, so a slot
+    /// that reads zero sends a lookup straight to the current copy.
     summary: Box<[AtomicU64]>,
-    /// The single compactor's state, taken with `try_lock` (never waited for).
-    compactor: TryMutex<Spare<H>>,
+    /// The single compactor's state, taken with `try_lock` (never waited for by an insert).
+    compactor: TryMutex<Compactor>,
     insertions_before_compact: usize,
+    /// The segment size of the snapshots `snapshot()` makes.
+    segment_words: usize,
     attempted: AtomicU64,
     won: AtomicU64,
     hasher: H,
 }
 
-/// What the compactor keeps between two compactions, for reuse instead of a copy.
-struct Spare<H> {
-    /// The snapshot that `current` replaced; its bits plus `last` are `current`'s bits.
-    previous: Option<Arc<FrozenBloomFilter<H>>>,
-    /// The batch that made `current` from `previous`.
+/// What the compactor keeps between two compactions.
+struct Compactor {
+    /// The batch that made the current copy from the other one: the next compaction writes it
+    /// into the other copy before its own batch.
     last: Vec<Hash128>,
+    /// The stamp each table holds now, and the next one to hand out.
+    stamps: [u64; 2],
+    next_stamp: u64,
 }
 
 /// Summary slots per pending hash at the compaction threshold.
@@ -103,13 +139,13 @@ const COUNT: u64 = u32::MAX as u64;
 /// One pending hash more, and the next ticket.
 const RAISE: u64 = 1 << 32 | 1;
 
-/// How many compactions were tried and how many swapped a new snapshot in.
+/// How many compactions were tried and how many swapped a new copy in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactionStats {
-    /// Calls to `compact` that found pending hashes and built a snapshot.
+    /// Calls to `compact` that found pending hashes and drained them.
     pub attempted: u64,
-    /// Those that swapped a new snapshot in. One compaction runs at a time and always swaps,
-    /// so this equals `attempted`; a call that finds another running counts in neither.
+    /// Those that swapped a new copy in: all but those whose drain found only inserts still
+    /// in flight (their hashes then go to the overflow, for the next compaction).
     pub won: u64,
 }
 
@@ -135,7 +171,7 @@ impl SemiConcurrentBloomFilter {
 
     /// A builder for `capacity` distinct items. Defaults: `fpr` 0.01,
     /// [`Layout::Word`](crate::Layout::Word), [`StableHasher`], a compaction every 1024
-    /// pending inserts, 4 KiB segments.
+    /// pending inserts, snapshots in 4 KiB segments.
     pub fn builder(capacity: u64) -> BloomBuilder<SemiOptions> {
         BloomBuilder::new(capacity, SemiOptions::default())
     }
@@ -143,7 +179,7 @@ impl SemiConcurrentBloomFilter {
 
 impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// Inserts `item`; `true` if it was certainly not in the filter (neither pending nor in the
-    /// snapshot), `false` if possibly (inserted before, or a false positive).
+    /// bits), `false` if possibly (inserted before, or a false positive).
     pub fn insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.insert_hash(self.hasher.hash_item(item))
     }
@@ -157,40 +193,90 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             return false;
         }
         let slot = self.slot(hash);
-        // The summary is raised before the node is linked (the closure runs before the skip
-        // list allocates it), and only by a call that found no entry. The ticket, unique per
-        // slot, tags the node, so the call learns whether the node it finds is its own.
-        let mut ticket = None;
-        let linked = self.add_pending(hash, || {
-            let t = slot.fetch_add(RAISE, Relaxed) >> 32;
-            ticket = Some(t);
-            t
-        });
-        // A node found (or lost to) another thread's insert: its raise and its link happen
-        // before what follows, as for a lookup's hit (see `contains_hash`).
-        fence(Acquire);
-        if ticket.is_some_and(|t| t != linked) && !twin!(KeepUnlinkedIncrement) {
-            // Raised for a node that another thread's node beat: that node is counted by its
-            // own raise, so this one is taken back (else the slot stays non-zero for good).
-            slot.fetch_sub(1, Relaxed);
-        }
-        // A plain load first: while a compaction runs, inserts skip the try-lock, whose failed
-        // compare-and-swap would pull the lock's cache line from the compacting thread each time.
-        if self.pending.len() >= self.insertions_before_compact && !self.compactor.is_held() {
+        // Raised before the hash enters the buffer or the overflow; the ticket, unique per
+        // slot, tags an overflow node, so the call learns whether the node it finds is its own.
+        let ticket = slot.fetch_add(RAISE, Relaxed) >> 32;
+        let table = self.buffer.active();
+        let added = if Buffer::storable(hash) && !forced_overflow() {
+            self.buffer.add(table, hash)
+        } else {
+            Added::Refused
+        };
+        let due = match added {
+            Added::Published { table, slot: at } => {
+                // Published in a table that is no longer the active one: a drain may already
+                // have passed it (it was reset after one), and a compaction that begins after
+                // this insert returns drains only the active table and the overflow. So the
+                // hash goes to the overflow too (raised again), and then the table's entry is
+                // taken back, with its raise, unless a drain took it first (that compaction
+                // then holds it and lowers the raise). In that order: an insert of the same
+                // hash that found the entry may have returned already, and the entry must not
+                // leave the buffer before the hash is in the overflow.
+                if self.buffer.active() != table && !twin!(SkipActiveCheck) {
+                    let again = slot.fetch_add(RAISE, Relaxed) >> 32;
+                    self.add_to_overflow(slot, hash, again);
+                    if self.buffer.retract(table, at, hash) {
+                        slot.fetch_sub(1, Relaxed);
+                    } else {
+                        self.buffer.count(table, at);
+                    }
+                    true
+                } else {
+                    self.buffer.count(table, at).is_multiple_of(self.check_every())
+                }
+            }
+            Added::Found => {
+                // The same hash, published by another insert whose raise happened before the
+                // read that found it (Acquire): that raise covers it until a compaction takes
+                // it, so this one is taken back.
+                slot.fetch_sub(1, Relaxed);
+                return false;
+            }
+            Added::Refused => {
+                self.add_to_overflow(slot, hash, ticket);
+                true
+            }
+        };
+        // A plain load before the try-lock: while a compaction runs, inserts skip it, whose
+        // failed compare-and-swap would pull the lock's cache line from the compacting thread.
+        if due && self.pending_len() >= self.insertions_before_compact && !self.compactor.is_held()
+        {
             self.compact();
         }
         true
     }
 
-    /// Adds `hash` to the pending set without ever replacing an entry (the skip list's
+    /// How often (in a region's count of published hashes) an insert adds up the counts to
+    /// see whether a compaction is due: every `insertions_before_compact / (2 * regions)`, so
+    /// that the pending hashes a check can miss (fewer than that per region) stay under half
+    /// of `insertions_before_compact`.
+    #[inline]
+    fn check_every(&self) -> usize {
+        (self.insertions_before_compact / (2 * self.buffer.regions())).max(1)
+    }
+
+    /// Puts `hash`, raised with `ticket` in `slot`, in the overflow (the skip list's
+    /// `get_or_insert_with`: an entry is never replaced). A node found there (or lost to
+    /// another thread's insert) is counted by its own raise, so this one is taken back.
+    fn add_to_overflow(&self, slot: &AtomicU64, hash: Hash128, ticket: u64) {
+        let linked = self.add_pending(hash, || ticket);
+        // The found node's raise and link happen before what follows, as for a lookup's hit
+        // (see `contains_hash`).
+        fence(Acquire);
+        if linked != ticket && !twin!(KeepUnlinkedIncrement) {
+            slot.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Adds `hash` to the overflow without ever replacing an entry (the skip list's
     /// `get_or_insert_with`); returns the tag of the entry the set holds.
     #[inline]
     fn add_pending(&self, hash: Hash128, tag: impl FnOnce() -> u64) -> u64 {
         #[cfg(all(test, seen_loom))]
         if twin!(ReplacingInsert) {
-            return self.pending.insert_replacing(hash, tag);
+            return self.overflow.insert_replacing(hash, tag);
         }
-        self.pending.insert(hash, tag)
+        self.overflow.insert(hash, tag)
     }
 
     /// The summary slot of `hash`.
@@ -198,6 +284,20 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     fn slot(&self, hash: Hash128) -> &AtomicU64 {
         // The length is a power of two; `h1`'s low bits (the block comes from its high bits).
         &self.summary[hash.h1 as usize & (self.summary.len() - 1)]
+    }
+
+    /// The copy of the bits that lookups read now. Acquire: the compactor's writes to it happen
+    /// before. (A lookup's answer does not rest on it alone: a zero summary slot and a miss in
+    /// the buffer each Acquire a store that follows the swap.)
+    #[inline]
+    fn current(&self) -> &AtomicBits {
+        &self.copies[self.current.load(Acquire) & 1]
+    }
+
+    /// Whether the current copy holds `hash`.
+    #[inline(always)]
+    fn in_bits(&self, hash: Hash128) -> bool {
+        contains_at(self.current(), &Probe::new(hash, &self.sizing), Relaxed)
     }
 
     crate::forward::batch_of_items! {
@@ -248,7 +348,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         each_in_groups(hashes, hits, |hash| self.contains_hash(hash))
     }
 
-    /// Whether `item` is possibly in the filter: pending or in the current snapshot.
+    /// Whether `item` is possibly in the filter: pending or in the current copy of the bits.
     pub fn contains<T: Hash + ?Sized>(&self, item: &T) -> bool {
         self.contains_hash(self.hasher.hash_item(item))
     }
@@ -256,123 +356,157 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// [`contains`](Self::contains) of a precomputed hash.
     ///
     /// The summary first: a slot that reads zero (Acquire) means every hash of that slot that
-    /// was pending has left the set after a swap that this load now happens after, so the
-    /// snapshot loaded next holds it. Otherwise the pending set, *before* the snapshot: a hash
-    /// leaves the set only after a snapshot holding it was swapped in.
+    /// was pending has left the buffer after a swap that this load now happens after, so the
+    /// copy loaded next holds it. Otherwise the current copy (a hit answers), then the buffer
+    /// and the overflow, *before* the copy is loaded again: a hash leaves them only after a
+    /// copy holding it was swapped in.
+    #[inline]
     pub fn contains_hash(&self, hash: Hash128) -> bool {
         self.contains_hash_with(hash, Acquire)
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains_hash_with(&self, hash: Hash128, summary: crate::sync::Ordering) -> bool {
-        // The summary is loaded before the snapshot, whichever way it reads: a zero sends the
-        // lookup to this one snapshot load alone.
+        // The summary is loaded before the copy, whichever way it reads (the two loads overlap):
+        // a zero sends the lookup to this one look at the copy.
         let maybe_pending = self.slot(hash).load(summary) & COUNT != 0;
-        // A hit in the snapshot answers at once (snapshots only grow, so a later lookup finds
-        // the hash in this one or a later one): an item that is in the filter never pays for
-        // the skip list. One call site, so that the snapshot lookup is inlined here.
-        if self.current.read(|f| f.contains_hash(hash)) {
+        // A hit answers at once (the copies only grow, and a later current copy holds what
+        // this one does): an item that is in the filter never pays for the buffer.
+        if self.in_bits(hash) {
             return true;
         }
         maybe_pending && self.contains_pending(hash)
     }
 
-    /// The rest of a lookup whose summary slot was non-zero and whose first snapshot load
-    /// missed: the pending set, then the snapshot again.
+    /// The rest of a lookup whose summary slot was non-zero and whose first look at the bits
+    /// missed: the buffer, the overflow, then the current copy again.
     #[inline(never)]
     fn contains_pending(&self, hash: Hash128) -> bool {
-        let pending = self.pending.contains(&hash);
-        // A miss may come from a compaction's `remove`, which follows its swap; a hit may be
-        // another thread's fresh node, whose summary raise the caller's insert relies on. The
-        // skip list's lookups are only consume-ordered, so this fence is what orders them before
-        // what follows (free on x86, one `dmb ishld` on AArch64). Then a second look at the
-        // snapshot, loaded after the set.
+        let pending = self.buffer.contains(hash) || self.overflow.contains(&hash);
+        // A miss may come from a reset or a removal, which follow the swap; a hit may be
+        // another thread's fresh entry, whose summary raise the caller's insert relies on. The
+        // skip list's lookups are only consume-ordered, so this fence is what orders them
+        // before what follows (free on x86, one `dmb ishld` on AArch64). Then a second look at
+        // the bits, through the copy index loaded after the buffer.
         fence(Acquire);
-        pending || self.current.read(|f| f.contains_hash(hash))
+        pending || self.in_bits(hash)
     }
 
-    /// Moves the pending hashes into a new snapshot; returns whether this call swapped one in
-    /// (`false`: nothing was pending, or another compaction was running, in which case the
+    /// Moves the pending hashes into the bits; returns whether this call swapped a new copy
+    /// in (`false`: nothing was pending, or another compaction was running, in which case the
     /// hashes stay pending for it or the next one).
     ///
-    /// When it returns `true`, the snapshot it swapped in holds every item whose `insert`
-    /// happened before this call began (on any thread): an item still pending was in this call's
-    /// batch (it takes the whole set, not a count of it), and one that an earlier compaction
-    /// moved is in the snapshot this one extends. Inserts that run during the call may or may
-    /// not be in it.
+    /// When it returns `true`, the copy it swapped in holds every item whose `insert` happened
+    /// before this call began (on any thread): an item still pending was in the table it
+    /// drained or in the overflow (it drains the whole overflow, not a count of it), and one
+    /// that an earlier compaction moved is in the copy this one extends. Inserts that run
+    /// during the call may or may not be in it.
     ///
     /// One compaction runs at a time; a call that finds another running returns at once, so
-    /// inserts never wait for one. Cost: the batch's bits are written into the snapshot that the
-    /// current one replaced (kept as a spare, with the batch that made the current one), in
-    /// place, once nobody else holds it; a spare still held (by a reader in flight or a
-    /// [`snapshot`](Self::snapshot) kept somewhere) is not touched, and the new snapshot is a
-    /// copy-on-write of the current one instead: the hashes' segments are copied, plus one
-    /// reference-count update per segment of the filter.
+    /// inserts never wait for one. Cost: a pass over one table of the buffer (a swap and a
+    /// store per slot), and the batch's bits, and the previous batch's, written into the copy
+    /// lookups do not read: proportional to the batch, whatever the size of the filter.
     pub fn compact(&self) -> bool {
-        let Some(mut spare) = self.compactor.try_lock() else {
+        let Some(mut state) = self.compactor.try_lock() else {
             return false;
         };
-        self.compact_locked(&mut spare)
+        self.compact_locked(&mut state)
     }
 
     /// The compaction proper, by the thread that holds the compactor's lock.
-    fn compact_locked(&self, spare: &mut Spare<H>) -> bool {
-        // All of it: a batch cut at `len()` values could be filled by hashes inserted meanwhile
-        // that sort lower, leaving out an older one (and `compact` then promises too much).
-        let batch = self.pending.first(usize::MAX);
-        if batch.is_empty() {
+    fn compact_locked(&self, state: &mut Compactor) -> bool {
+        let sealed = self.buffer.active();
+        // Nothing published and nothing in the overflow: a compaction would only reset an
+        // empty table. (An insert that happened before this call is counted or linked.)
+        if !self.buffer.may_hold(sealed) && self.overflow.is_empty() {
             return false;
         }
+        self.buffer.switch();
+        let mut batch = Vec::with_capacity(self.buffer.slots());
+        self.buffer.drain(sealed, &mut batch);
+        let drained = batch.len();
+        // All of the overflow: a batch cut at `len()` values could be filled by hashes
+        // inserted meanwhile that sort lower, leaving out an older one (and `compact` then
+        // promises too much).
+        batch.extend(self.overflow.first(usize::MAX));
         failpoint!("semi.compact.taken");
-        // Each hash's summary raise happens before its link, which the iteration read: the
-        // fence orders that raise before this compaction's lowering of it.
+        // Each overflow hash's summary raise happens before its link, which the iteration
+        // read: the fence orders that raise before this compaction's lowering of it (the
+        // drain's swaps Acquire the buffer's own).
         fence(Acquire);
         self.attempted.fetch_add(1, Relaxed);
+        if batch.is_empty() {
+            // The drain found only claims whose publish it made fail: those inserts go to the
+            // overflow. The table is reset for its next turn; the copies are unchanged.
+            self.reset(state, sealed);
+            return false;
+        }
         #[cfg(all(test, seen_loom))]
         if twin!(RemoveBeforeSwap) {
-            self.leave_pending(&batch);
+            self.leave_pending(state, sealed, &batch, drained);
         }
         #[cfg(all(test, seen_loom))]
         if twin!(LowerSummaryBeforeSwap) {
             self.lower_summary(&batch);
         }
-        let current = self.current.load();
-        // Reuse the previous snapshot if nobody else holds it: a reader that loaded it holds a
-        // reference (arc-swap pays every guard's debt before its swap returns the old value),
-        // so `get_mut` succeeding means no one can see the writes.
-        let next = spare
-            .previous
-            .take()
-            .and_then(|mut previous| {
-                let filter = Arc::get_mut(&mut previous)?;
-                filter.add_in_place(&spare.last);
-                filter.add_in_place(&batch);
-                Some(previous)
-            })
-            .unwrap_or_else(|| Arc::new(current.with_hashes(&batch)));
-        // The only compactor: `current` is still the cell's value.
-        let replaced = self.current.swap(next);
-        debug_assert!(Arc::ptr_eq(&replaced, &current));
-        drop(current);
+        let next = self.current.load(Relaxed) ^ 1;
+        let spare = &self.copies[next];
+        // A group's probes are computed and their first words read before any is written, so
+        // that the group's cache misses overlap instead of each write waiting for its own.
+        for hashes in [&state.last[..], &batch[..]] {
+            for group in hashes.chunks(16) {
+                let mut probes = [Probe::Word { word: 0, mask: 0 }; 16];
+                let mut touched = 0;
+                for (probe, &hash) in probes.iter_mut().zip(group) {
+                    *probe = Probe::new(hash, &self.sizing);
+                    touched |= spare.word(probe.first_word()).load(Relaxed);
+                }
+                core::hint::black_box(touched);
+                for probe in &probes[..group.len()] {
+                    set_at(spare, probe);
+                }
+            }
+        }
+        // Release: a lookup that loads this index sees every bit written above.
+        self.current.store(next, Release);
         self.won.fetch_add(1, Relaxed);
         failpoint!("semi.compact.swapped");
         if twin!(LowerSummaryBeforeSwap) {
             // The summary was lowered before the swap.
-            self.pending.remove_all(&batch);
+            self.overflow.remove_all(&batch[drained..]);
+            self.reset(state, sealed);
         } else if !twin!(RemoveBeforeSwap) {
-            self.leave_pending(&batch);
+            self.leave_pending(state, sealed, &batch, drained);
         }
-        spare.previous = Some(replaced);
-        spare.last = batch;
+        state.last = batch;
         true
     }
 
-    /// Removes `batch` from the pending set, then lowers its summary slots (Release: a reader
-    /// that reads the lowered count happens after the swap that preceded the removal).
-    fn leave_pending(&self, batch: &[Hash128]) {
-        self.pending.remove_all(batch);
+    /// Resets the drained table `sealed` and removes the overflow's hashes (the batch from
+    /// `drained` on), then lowers the batch's summary slots (Release: a reader that reads the
+    /// lowered count happens after the swap that preceded the removal).
+    fn leave_pending(
+        &self,
+        state: &mut Compactor,
+        sealed: usize,
+        batch: &[Hash128],
+        drained: usize,
+    ) {
+        self.overflow.remove_all(&batch[drained..]);
+        self.reset(state, sealed);
         failpoint!("semi.compact.removed");
         self.lower_summary(batch);
+    }
+
+    /// Resets table `table` to a stamp it has not held since the last reset.
+    fn reset(&self, state: &mut Compactor, table: usize) {
+        if !twin!(ResetToSameStamp) {
+            state.stamps[table] = state.next_stamp;
+            // Stamps run from 1 to 2^40 - 1, then wrap: a claim that waited through 2^40
+            // resets of its table could be taken for a current one.
+            state.next_stamp = state.next_stamp % (buffer::FIRST_HASH - 1) + 1;
+        }
+        self.buffer.reset(table, state.stamps[table]);
     }
 
     /// Lowers the slot of each hash of `batch` by one: by exactly its own raise, since other
@@ -387,58 +521,92 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         }
     }
 
-    /// The current snapshot: every item compacted so far, immutable, usable from any thread.
-    pub fn snapshot(&self) -> Arc<FrozenBloomFilter<H>> {
-        self.current.load()
+    /// A copy of the current bits: every item compacted so far, immutable, usable from any
+    /// thread. O(m): waits for a running compaction to finish (so that the copy is one
+    /// compacted state), then copies the bits into a new
+    /// [`FrozenBloomFilter`] while inserts go on.
+    ///
+    /// # Panics
+    ///
+    /// Aborts, as any allocation, if the memory for the copy is not there.
+    pub fn snapshot(&self) -> crate::sync::Arc<FrozenBloomFilter<H>> {
+        let _compactor = self.compactor.lock();
+        crate::sync::Arc::new(self.frozen_copy())
+    }
+
+    /// The current copy as a frozen filter (the caller holds the compactor's lock).
+    fn frozen_copy(&self) -> FrozenBloomFilter<H> {
+        let bits = self.current();
+        let words = bits.words();
+        let segments = (0..words)
+            .step_by(self.segment_words)
+            .map(|first| {
+                let len = self.segment_words.min(words - first);
+                SharedWords::new(
+                    (first..first + len)
+                        .map(|i| bits.word(i).load(Relaxed))
+                        .collect(),
+                )
+            })
+            .collect();
+        FrozenBloomFilter::from_segments(
+            self.sizing,
+            self.segment_words,
+            segments,
+            self.hasher.clone(),
+        )
     }
 
     /// What the filter is and holds, as
-    /// [`AtomicBloomFilter::info`](crate::AtomicBloomFilter::info), from the current
-    /// snapshot: its bits give the estimates, to which the items waiting for a compaction are
-    /// added (they are looked up exactly, so they add nothing to the false-positive rate).
-    /// `bytes` is one copy of the bits; the filter keeps up to two while a compaction runs.
-    /// Reads every word: O(m).
+    /// [`AtomicBloomFilter::info`](crate::AtomicBloomFilter::info), from the current copy of
+    /// the bits: its fill gives the estimates, to which the items waiting for a compaction are
+    /// added (they add nothing to the false-positive rate). `bytes` is
+    /// [`memory_bytes`](Self::memory_bytes): both copies, the buffer and the summary. Reads
+    /// every word: O(m).
     pub fn info(&self) -> BloomInfo {
-        let mut info = self.current.read(|snapshot| snapshot.info());
-        info.structure = "SemiConcurrentBloomFilter";
+        let bits = self.current();
+        let mut info = info::single(
+            "SemiConcurrentBloomFilter",
+            &self.sizing,
+            self.memory_bytes(),
+            || bits.iter_words(),
+        );
         if info.estimated_len != u64::MAX {
             info.estimated_len = info.estimated_len.saturating_add(self.pending_len() as u64);
         }
         info
     }
 
-    /// The memory the filter holds, in bytes, estimated: the current snapshot's bits, twice
-    /// once a compaction has swapped one in (the snapshot it replaced is kept to write the next
-    /// one in place; copy-on-write segments shared by the two are counted twice), 8 bytes per
-    /// summary slot, and [`PENDING_NODE_BYTES`](Self::PENDING_NODE_BYTES) per pending hash.
-    /// Not counted: the segment table (a pointer and two counts per 4 KiB segment, under 1%).
+    /// The memory the filter holds, in bytes: both copies of the bits, the buffer's two tables
+    /// (16 bytes per slot), 8 bytes per summary slot, and
+    /// [`PENDING_NODE_BYTES`](Self::PENDING_NODE_BYTES) per hash in the overflow.
     ///
     /// # Examples
     ///
     /// ```
     /// let filter = seen::SemiConcurrentBloomFilter::with_capacity(1_000_000, 0.01)?;
     /// let bits = filter.snapshot().memory_bytes();
-    /// filter.insert("a");
-    /// assert!(filter.compact());
     /// assert!(filter.memory_bytes() > 2 * bits);
+    /// assert!(filter.memory_bytes() <= 2 * bits + (256 << 10));
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn memory_bytes(&self) -> u64 {
-        let bits = self.current.read(|snapshot| snapshot.memory_bytes());
-        let copies = if self.won.load(Relaxed) > 0 { 2 } else { 1 };
-        bits * copies
+        let bits = self.copies[0].words() as u64 * 8;
+        2 * bits
+            + 2 * 16 * self.buffer.slots() as u64
             + self.summary.len() as u64 * 8
-            + self.pending_len() as u64 * Self::PENDING_NODE_BYTES
+            + self.overflow.len() as u64 * Self::PENDING_NODE_BYTES
     }
 
-    /// The memory of one pending hash, as [`memory_bytes`](Self::memory_bytes) counts it: a
-    /// skip-list node (the 16-byte hash, an 8-byte tag, a reference count and height, and a
-    /// tower of links, two on average) as the allocator rounds it.
+    /// The memory of one hash in the overflow, as [`memory_bytes`](Self::memory_bytes) counts
+    /// it: a skip-list node (the 16-byte hash, an 8-byte tag, a reference count and height,
+    /// and a tower of links, two on average) as the allocator rounds it.
     pub const PENDING_NODE_BYTES: u64 = 64;
 
-    /// The number of hashes waiting for a compaction (may be stale when other threads write).
+    /// The number of hashes waiting for a compaction, in the buffer and the overflow
+    /// (approximate while other threads write).
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.buffer.len() + self.overflow.len()
     }
 
     /// Compactions attempted and won so far.
@@ -452,6 +620,16 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// The `insertions_before_compact` this filter was built with.
     pub fn insertions_before_compact(&self) -> usize {
         self.insertions_before_compact
+    }
+
+    /// The filter's size, as [`AtomicBloomFilter::sizing`](crate::AtomicBloomFilter::sizing).
+    pub fn sizing(&self) -> BlockedSizing {
+        self.sizing
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &H {
+        &self.hasher
     }
 
     /// For the loom models: the index of `item`'s summary slot.
@@ -473,21 +651,23 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     }
 
     /// Broken variant for the loom models: `contains` without the Acquire fence between the
-    /// pending set and the snapshot.
+    /// buffer and the second look at the bits.
     #[cfg(all(test, seen_loom))]
     pub(crate) fn contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
-        (self.slot(hash).load(Acquire) & COUNT != 0 && self.pending.contains(&hash))
-            || self.current.read(|f| f.contains_hash(hash))
+        (self.slot(hash).load(Acquire) & COUNT != 0
+            && (self.buffer.contains(hash) || self.overflow.contains(&hash)))
+            || self.in_bits(hash)
     }
 
-    /// Broken variant for the loom models: the snapshot first, then the pending set, without a
-    /// second look at the snapshot.
+    /// Broken variant for the loom models: the bits first, then the buffer, without a second
+    /// look at the bits.
     #[cfg(all(test, seen_loom))]
     pub(crate) fn contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
-        self.current.read(|f| f.contains_hash(hash))
-            || (self.slot(hash).load(Acquire) & COUNT != 0 && self.pending.contains(&hash))
+        self.in_bits(hash)
+            || (self.slot(hash).load(Acquire) & COUNT != 0
+                && (self.buffer.contains(hash) || self.overflow.contains(&hash)))
     }
 }
 
@@ -509,25 +689,25 @@ impl<'a, T: Hash + ?Sized + 'a, H: ItemHasher + Clone> Extend<&'a T>
 impl<H> fmt::Debug for SemiConcurrentBloomFilter<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemiConcurrentBloomFilter")
+            .field("sizing", &self.sizing)
             .field("insertions_before_compact", &self.insertions_before_compact)
-            .field("pending", &self.pending.len())
-            .field("snapshot", &*self.current.load())
+            .field("pending", &(self.buffer.len() + self.overflow.len()))
             .finish_non_exhaustive()
     }
 }
 
 impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
-    /// Compact when this many hashes are pending (default 1024, at least 1).
+    /// Compact when about this many hashes are pending (default 1024, at least 1). It also
+    /// sizes the buffer (two tables of the next power of two of four times as many slots, at
+    /// most 65,536) and the summary.
     pub fn insertions_before_compact(mut self, n: usize) -> Self {
         self.options_mut().insertions_before_compact = n;
         self
     }
 
-    /// The size of the copy-on-write segments, rounded up to a power of two of 64-byte lines
-    /// (default 4096; a power of two so that a lookup finds its segment with a shift). A
-    /// compaction that cannot reuse the previous snapshot in place (someone still holds it)
-    /// copies the segments its hashes touch; a segment as large as the filter makes that a
-    /// copy of the whole filter.
+    /// The segment size of the [`FrozenBloomFilter`]s that
+    /// [`snapshot`](SemiConcurrentBloomFilter::snapshot) makes, rounded up to a power of two
+    /// of 64-byte lines (default 4096).
     pub fn segment_bytes(mut self, bytes: usize) -> Self {
         self.options_mut().segment_bytes = bytes;
         self
@@ -541,7 +721,7 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
     /// and the errors of
     /// [`AtomicBloomFilter::with_capacity`](crate::AtomicBloomFilter::with_capacity): an
     /// absurd capacity is [`Error::TooLarge`] or [`Error::AllocationFailed`], never an abort.
-    /// All the bits are allocated here; a compaction later copies only the segments it touches.
+    /// Both copies of the bits are allocated here.
     pub fn build(self) -> Result<SemiConcurrentBloomFilter<H>, Error> {
         let options = *self.options();
         if options.insertions_before_compact == 0 {
@@ -553,24 +733,21 @@ impl<H: ItemHasher + Clone> BloomBuilder<SemiOptions, H> {
             return Err(Error::InvalidParameter("segment_bytes must be at least 1"));
         }
         let (sizing, hasher, _) = self.into_parts()?;
-        let segment_words = options.segment_words();
-        let empty = FrozenBloomFilter::empty(sizing, segment_words, hasher.clone())?;
-        Ok(SemiConcurrentBloomFilter::assemble(
-            empty,
-            options.insertions_before_compact,
-            hasher,
-        ))
+        let bits = AtomicBits::new(sizing.lines())?;
+        SemiConcurrentBloomFilter::assemble(sizing, bits, options, hasher)
     }
 }
 
 impl<H> SemiConcurrentBloomFilter<H> {
-    /// A filter whose snapshot is `snapshot` and whose pending set is empty (`build()`, and a
-    /// load).
+    /// A filter whose bits are `bits` and with nothing pending (`build()`, and a load).
     pub(super) fn assemble(
-        snapshot: FrozenBloomFilter<H>,
-        insertions_before_compact: usize,
+        sizing: BlockedSizing,
+        bits: AtomicBits,
+        options: SemiOptions,
         hasher: H,
-    ) -> Self {
+    ) -> Result<Self, Error> {
+        debug_assert_eq!(bits.words(), sizing.lines() * LINE_WORDS);
+        let insertions_before_compact = options.insertions_before_compact;
         // About 16 slots per pending hash at the compaction threshold: a slot is non-zero for
         // at most 1 - e^(-1/16) = 6% of lookups, 3% on average over a batch (4 slots per hash
         // sent 22% of misses through the skip list: 100 more instructions per miss, measured;
@@ -579,37 +756,76 @@ impl<H> SemiConcurrentBloomFilter<H> {
             .saturating_mul(SLOTS_PER_HASH)
             .clamp(64, 1 << 16)
             .next_power_of_two();
-        SemiConcurrentBloomFilter {
-            current: ArcCell::new(Arc::new(snapshot)),
-            pending: PendingSet::new(),
+        // The buffer's tables: four times the threshold, so that a table is a quarter full when
+        // a compaction is due (linear probing stays short), and has room for three times as
+        // many while a compaction runs on another thread (two threads then scaled 1.8x
+        // instead of 1.3x with tables of twice the threshold, which filled and sent inserts to
+        // the overflow). The loom models hold a few items.
+        let table = insertions_before_compact
+            .saturating_mul(4)
+            .clamp(16, 1 << 16)
+            .next_power_of_two();
+        #[cfg(seen_loom)]
+        let table = table.min(4);
+        let copy = bits.try_clone()?;
+        Ok(SemiConcurrentBloomFilter {
+            sizing,
+            copies: [bits, copy],
+            current: AtomicUsize::new(0),
+            buffer: Buffer::new(table),
+            overflow: PendingSet::new(),
             summary: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            compactor: TryMutex::new(Spare {
-                previous: None,
+            compactor: TryMutex::new(Compactor {
                 last: Vec::new(),
+                stamps: [1, 2],
+                next_stamp: 3,
             }),
             insertions_before_compact,
+            segment_words: options.segment_words(),
             attempted: AtomicU64::new(0),
             won: AtomicU64::new(0),
             hasher,
-        }
+        })
     }
+}
 
-    /// What a save writes: the current snapshot and every pending hash, taken while no
+impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
+    /// What a save writes: a copy of the current bits and every pending hash, taken while no
     /// compaction runs (it waits for a running one). Every insert that returned before this call
-    /// is in one or the other: a compaction removes hashes from the pending set only after the
-    /// snapshot holding them is current, and none runs while this holds the compactor's lock.
-    pub(crate) fn saved_state(&self) -> (Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
+    /// is in one or the other: a compaction resets a table and removes hashes from the
+    /// overflow only after the copy holding them is current, and none runs while this holds
+    /// the compactor's lock.
+    pub(crate) fn saved_state(&self) -> (crate::sync::Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
         let _compactor = self.compactor.lock();
-        (self.current.load(), self.pending.first(usize::MAX))
+        self.saved_state_unlocked()
     }
 
-    /// A deliberately broken [`saved_state`](Self::saved_state) for the loom models: the same
-    /// two reads without the compactor's lock, so a compaction can swap a snapshot in and remove
-    /// its hashes from the pending set between them.
-    #[cfg(all(test, seen_loom))]
-    pub(crate) fn saved_state_unlocked(&self) -> (Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
-        (self.current.load(), self.pending.first(usize::MAX))
+    /// [`saved_state`](Self::saved_state) without the lock: for the loom models, a deliberately
+    /// broken save, in which a compaction can swap a copy in and reset a table between the two
+    /// reads.
+    pub(crate) fn saved_state_unlocked(
+        &self,
+    ) -> (crate::sync::Arc<FrozenBloomFilter<H>>, Vec<Hash128>) {
+        let bits = crate::sync::Arc::new(self.frozen_copy());
+        let mut pending = Vec::new();
+        self.buffer.published(&mut pending);
+        pending.extend(self.overflow.first(usize::MAX));
+        (bits, pending)
     }
+}
+
+/// Whether a loom model sends this insert to the overflow (the twins of the skip list's steps
+/// need it there).
+#[cfg(all(test, seen_loom))]
+fn forced_overflow() -> bool {
+    twin!(Overflow) || twin!(ReplacingInsert) || twin!(KeepUnlinkedIncrement)
+}
+
+/// Never, outside the loom models.
+#[cfg(not(all(test, seen_loom)))]
+#[inline(always)]
+fn forced_overflow() -> bool {
+    false
 }
 
 /// Runs `op` on each hash, taken a group of [`crate::batch::GROUP`] at a time (the hashing runs

@@ -52,11 +52,6 @@ impl SharedWords {
     pub(crate) fn new(words: Box<[u64]>) -> Self {
         Self(Arc::new(words))
     }
-
-    /// The words, writable, if no other `SharedWords` refers to them.
-    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
-        Arc::get_mut(&mut self.0).map(|words| &mut **words)
-    }
 }
 
 impl core::ops::Deref for SharedWords {

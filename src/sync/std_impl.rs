@@ -42,12 +42,6 @@ impl SharedWords {
     pub(crate) fn new(words: Box<[u64]>) -> Self {
         Self(Arc::from(words))
     }
-
-    /// The words, writable, if no other `SharedWords` refers to them (`Arc::get_mut`: Acquire,
-    /// so every other holder's reads happen before the caller's writes).
-    pub(crate) fn get_mut(&mut self) -> Option<&mut [u64]> {
-        Arc::get_mut(&mut self.0)
-    }
 }
 
 impl core::ops::Deref for SharedWords {

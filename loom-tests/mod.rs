@@ -76,18 +76,18 @@ pub(crate) enum Twin {
     /// (as when the buffer has no free slot near the hash's home), so that the models reach
     /// the skip list's steps.
     Overflow,
-    /// Semi-concurrent: a lookup matches a buffer slot only by its full hash, not a drained
-    /// slot (whose `h2` is gone until the reset).
-    TakenIsNoMatch,
-    /// Semi-concurrent: the drain reads each slot instead of swapping it to "taken", so a
+    /// Semi-concurrent: the drain swaps every slot's `val` to "taken", published ones too, so a
+    /// drained hash is no longer whole in the buffer before the swap of the copy holding it.
+    DrainTakesPublished,
+    /// Semi-concurrent: the drain reads each slot instead of closing the unpublished ones, so a
     /// publish can land after the drain passed.
-    DrainWithoutTaking,
+    DrainWithoutClosing,
     /// Semi-concurrent: a reset writes the stamp the table already had, so a claim made before
     /// it can publish after it.
     ResetToSameStamp,
-    /// Semi-concurrent: an insert published in a table that is no longer the active one does
-    /// not add the hash to the overflow as well.
-    SkipActiveCheck,
+    /// Semi-concurrent: an insert claims a slot holding any stamp, not only the one `active`
+    /// named, so it can publish in a table that was reset after it read `active`.
+    ClaimAnyStamp,
 }
 
 loom::thread_local! {

@@ -32,10 +32,10 @@
 //!   under the target however many items arrive; growth takes no lock. An insert checks every
 //!   layer, and returns a `Result`: [`Error::Full`] from a non-scaling filter at capacity,
 //!   or the error of a growth that cannot allocate, never a silent overfill.
-//! - [`SemiConcurrentBloomFilter`]: when you need consistent, immutable snapshots of the filter
-//!   (to query a fixed state) while writers go on; inserts cost much more, and it keeps two
-//!   copies of its bits.
-//! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out.
+//! - [`SemiConcurrentBloomFilter`]: lookups at the atomic filter's cost and inserts batched
+//!   into a second copy of the bits, for read-mostly sets that also want consistent snapshots
+//!   while writers go on; twice the memory.
+//! - [`FrozenBloomFilter`]: the immutable snapshot a semi-concurrent filter hands out (a copy).
 //! - [`OverwriteMap`]: never calls a new item "seen" (up to a 2^-64 fingerprint collision per
 //!   lookup) but forgets old items; for at-least-once queue consumers, where dropping a new
 //!   message is the one unacceptable outcome. [`OverwriteMap::claim`] hands out a [`Claim`]

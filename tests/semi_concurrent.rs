@@ -644,3 +644,32 @@ fn batch_operations_survive_an_iterator_whose_size_hint_lies() {
         );
     }
 }
+
+/// The same-key race at scale: two threads insert the same 25M keys (50M inserts), each looking
+/// its key up and inserting it again right after its own insert returned, while a third thread
+/// compacts at every step of theirs (with the inserts' own compactions at the default
+/// threshold): no false negative, no second "new", every key new to at least one thread. Run
+/// by the CI's stress step (`-- --ignored`).
+#[test]
+#[ignore = "50M inserts: run with --ignored (the CI's stress step does)"]
+fn fifty_million_same_key_inserts_from_two_threads_racing_compactions_lose_nothing() {
+    let all = keys(16, 25_000_000);
+    let f = SemiConcurrentBloomFilter::builder(25_000_000)
+        .fpr(1e-9)
+        .build()
+        .unwrap();
+    let maintain = || {
+        f.compact();
+    };
+    let race = same_key_race(&f, &all, Some(&maintain));
+    let stats = f.compaction_stats();
+    eprintln!("semi, 25M keys from two threads: {race:?}, {stats:?}");
+    assert_eq!(race.false_negatives, 0, "{race:?}");
+    assert_eq!(race.new_again, 0, "{race:?}");
+    assert_eq!(race.neither_new, 0, "{race:?}");
+    assert!(stats.won >= 1000, "{stats:?}");
+    f.compact();
+    f.compact();
+    assert_eq!(f.pending_len(), 0);
+    assert!(all.iter().all(|k| f.contains(k)));
+}

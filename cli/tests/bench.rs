@@ -109,7 +109,7 @@ impl Model {
                     .layout(Layout::Word)
                     .build()
                     .unwrap();
-                let hasher = *f.snapshot().hasher();
+                let hasher = *f.hasher();
                 Self::Semi(f, hasher)
             }
             "grow" => Self::Grow(seen::GrowingBloomFilter::with_capacity(N, fpr).unwrap()),

@@ -196,35 +196,16 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         // Raised before the hash enters the buffer or the overflow; the ticket, unique per
         // slot, tags an overflow node, so the call learns whether the node it finds is its own.
         let ticket = slot.fetch_add(RAISE, Relaxed) >> 32;
-        let table = self.buffer.active();
         let added = if Buffer::storable(hash) && !forced_overflow() {
-            self.buffer.add(table, hash)
+            self.add_to_buffer(hash)
         } else {
             Added::Refused
         };
         let due = match added {
-            Added::Published { table, slot: at } => {
-                // Published in a table that is no longer the active one: a drain may already
-                // have passed it (it was reset after one), and a compaction that begins after
-                // this insert returns drains only the active table and the overflow. So the
-                // hash goes to the overflow too (raised again), and then the table's entry is
-                // taken back, with its raise, unless a drain took it first (that compaction
-                // then holds it and lowers the raise). In that order: an insert of the same
-                // hash that found the entry may have returned already, and the entry must not
-                // leave the buffer before the hash is in the overflow.
-                if self.buffer.active() != table && !twin!(SkipActiveCheck) {
-                    let again = slot.fetch_add(RAISE, Relaxed) >> 32;
-                    self.add_to_overflow(slot, hash, again);
-                    if self.buffer.retract(table, at, hash) {
-                        slot.fetch_sub(1, Relaxed);
-                    } else {
-                        self.buffer.count(table, at);
-                    }
-                    true
-                } else {
-                    self.buffer.count(table, at).is_multiple_of(self.check_every())
-                }
-            }
+            Added::Published { table, slot: at } => self
+                .buffer
+                .count(table, at)
+                .is_multiple_of(self.check_every()),
             Added::Found => {
                 // The same hash, published by another insert whose raise happened before the
                 // read that found it (Acquire): that raise covers it until a compaction takes
@@ -232,7 +213,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                 slot.fetch_sub(1, Relaxed);
                 return false;
             }
-            Added::Refused => {
+            Added::Refused | Added::Stale => {
                 self.add_to_overflow(slot, hash, ticket);
                 true
             }
@@ -244,6 +225,22 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             self.compact();
         }
         true
+    }
+
+    /// Adds `hash` to the active table of the buffer; a table reset under the call (a
+    /// compaction switched tables since `active` was read) is tried again in the new active
+    /// one, twice at most.
+    #[inline]
+    fn add_to_buffer(&self, hash: Hash128) -> Added {
+        let mut added = Added::Stale;
+        for _ in 0..3 {
+            let (table, stamp) = self.buffer.active();
+            added = self.buffer.add(table, stamp, hash);
+            if added != Added::Stale {
+                break;
+            }
+        }
+        added
     }
 
     /// How often (in a region's count of published hashes) an insert adds up the counts to
@@ -415,15 +412,16 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// The compaction proper, by the thread that holds the compactor's lock.
     fn compact_locked(&self, state: &mut Compactor) -> bool {
-        let sealed = self.buffer.active();
+        let (sealed, _) = self.buffer.active();
         // Nothing published and nothing in the overflow: a compaction would only reset an
         // empty table. (An insert that happened before this call is counted or linked.)
         if !self.buffer.may_hold(sealed) && self.overflow.is_empty() {
             return false;
         }
-        self.buffer.switch();
+        let next = sealed ^ 1;
+        self.buffer.switch(next, state.stamps[next]);
         let mut batch = Vec::with_capacity(self.buffer.slots());
-        self.buffer.drain(sealed, &mut batch);
+        self.buffer.drain(sealed, state.stamps[sealed], &mut batch);
         let drained = batch.len();
         // All of the overflow: a batch cut at `len()` values could be filled by hashes
         // inserted meanwhile that sort lower, leaving out an older one (and `compact` then

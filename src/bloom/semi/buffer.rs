@@ -6,34 +6,33 @@
 //!
 //! A slot is two words, `key` (`h1`) and `val` (`h2`). Between two drains of its table, both
 //! hold the same **stamp**: a value below [`FIRST_HASH`] that names this *incarnation* of the
-//! table (every reset writes a new one). An insert claims the slot by moving `key` from the
-//! stamp to `h1`, then **publishes** by moving `val` from that same stamp to `h2`, two
-//! compare-and-swaps. The compactor drains a table by swapping every slot's `val` to
-//! [`TAKEN`]: a publish whose compare-and-swap comes later fails (it expects the stamp), so
-//! each publish either happened before the drain, which then holds its hash, or fails, and the
-//! insert knows it and puts the hash elsewhere. A reset (after the drained hashes are in the
-//! current copy of the bits) writes a new stamp to both words: a claim or a publish that still
-//! expects the old stamp fails, however late it comes.
+//! table (every reset writes a new one). The filter's `active` word names the table that takes
+//! inserts *and its stamp*: an insert claims a slot only by moving `key` from that stamp to
+//! `h1`, then **publishes** by moving `val` from the stamp to `h2`, two compare-and-swaps. So a
+//! table is written only during its turn: an insert that read `active` before a switch finds
+//! the old table drained (its publish fails) or reset to a stamp it does not hold (its claim
+//! fails), never open. The compactor drains a table by **closing** every slot that is not
+//! published (`val` from the stamp to [`TAKEN`], a compare-and-swap that a publish either beat,
+//! and is taken, or meets, and fails) and taking every published hash, which stays in place,
+//! whole, for lookups, until the reset (after the drained hashes are in the current copy of
+//! the bits).
 //!
 //! Hashes whose `h1` or `h2` falls below [`FIRST_HASH`] (one in 2^23 items) cannot be told from
 //! a stamp; they skip the tables ([`Buffer::storable`]).
 //!
-//! A lookup matches a slot whose `key` is `h1` and whose `val` is `h2` or [`TAKEN`] (a drained
-//! hash that is not yet in the bits: its `h2` is gone, and only another hash with the same
-//! 64-bit `h1` could be mistaken for it, one chance in 2^64 per pending hash). Keys only move
-//! from a stamp to a hash within an incarnation, so a probe sequence ends at the first stamp.
+//! A lookup matches a slot whose `key` is `h1` and whose `val` is `h2`. Keys only move from a
+//! stamp to a hash within an incarnation, so a probe sequence ends at the first stamp.
 
 use core::fmt;
 
 use crate::hash::Hash128;
-use crate::sync::AtomicU64;
-use crate::sync::AtomicUsize;
 use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The smallest value a slot holds as a hash; the stamps lie below it.
 pub(super) const FIRST_HASH: u64 = 1 << 40;
 
-/// A drained slot's `val`: the hash went to the compactor.
+/// A closed slot's `val`: the drain found it unpublished, and no publish can follow.
 const TAKEN: u64 = 0;
 
 /// The most slots an insert or a lookup tries, from the hash's home slot on.
@@ -47,9 +46,10 @@ pub(super) const REGIONS: usize = 8;
 /// Two tables of `slots` slots each, and which one takes inserts.
 pub(super) struct Buffer {
     tables: [Box<[Slot]>; 2],
-    /// The table inserts go to (0 or 1). Written only by the compactor.
-    active: AtomicUsize,
-    /// Per table and region of its slots: hashes published (and not retracted) minus hashes
+    /// The table inserts go to (0 or 1, the low bit) and its stamp (the rest). Written only by
+    /// the compactor.
+    active: AtomicU64,
+    /// Per table and region of its slots: hashes published minus hashes
     /// drained (wrapping: a drain may count a hash before its publisher does).
     counts: [Box<[Padded]>; 2],
     /// A slot's region is its index shifted right by this.
@@ -75,10 +75,13 @@ pub(super) enum Added {
     Found,
     /// Not added: no free slot among the probes, or the table was drained under the insert.
     Refused,
+    /// Not added: the table was reset since the caller read `active` (read it again).
+    Stale,
 }
 
 impl Buffer {
-    /// Two tables of `slots` slots (a power of two, at least 2), stamped 1 and 2.
+    /// Two tables of `slots` slots (a power of two, at least 2), stamped 1 and 2; table 0
+    /// takes the inserts.
     pub(super) fn new(slots: usize) -> Self {
         debug_assert!(slots.is_power_of_two() && slots >= 2);
         let table = |stamp: u64| -> Box<[Slot]> {
@@ -94,7 +97,7 @@ impl Buffer {
             || -> Box<[Padded]> { (0..regions).map(|_| Padded(AtomicUsize::new(0))).collect() };
         Self {
             tables: [table(1), table(2)],
-            active: AtomicUsize::new(0),
+            active: AtomicU64::new(1 << 1),
             counts: [counts(), counts()],
             region_shift: (slots / regions).trailing_zeros(),
         }
@@ -106,10 +109,12 @@ impl Buffer {
         hash.h1 >= FIRST_HASH && hash.h2 >= FIRST_HASH
     }
 
-    /// The table inserts go to now.
+    /// The table inserts go to now, and its stamp (Acquire: the reset that wrote that stamp
+    /// into its slots happens before).
     #[inline]
-    pub(super) fn active(&self) -> usize {
-        self.active.load(Acquire)
+    pub(super) fn active(&self) -> (usize, u64) {
+        let active = self.active.load(Acquire);
+        ((active & 1) as usize, active >> 1)
     }
 
     /// The home slot of `hash` in a table (bits of `h2`: `h1`'s low bits index the filter's
@@ -119,11 +124,12 @@ impl Buffer {
         (hash.h2 >> 32) as usize & (self.tables[0].len() - 1)
     }
 
-    /// Adds a [`storable`](Self::storable) `hash` to table `table`: claims a slot whose `key`
-    /// holds a stamp, then publishes `h2` in it. On [`Added::Published`] the hash is in the
-    /// table until a drain takes it; on [`Added::Found`] the same hash, published by another
-    /// insert, was seen (Acquire: that insert's earlier writes happen before what follows).
-    pub(super) fn add(&self, table: usize, hash: Hash128) -> Added {
+    /// Adds a [`storable`](Self::storable) `hash` to table `table`, whose stamp the caller read
+    /// in `active`: claims a slot whose `key` holds that stamp, then publishes `h2` in it. On
+    /// [`Added::Published`] the hash is in the table until a drain takes it; on
+    /// [`Added::Found`] the same hash, published by another insert, was seen (Acquire: that
+    /// insert's earlier writes happen before what follows).
+    pub(super) fn add(&self, table: usize, stamp: u64, hash: Hash128) -> Added {
         let slots = &self.tables[table];
         let mask = slots.len() - 1;
         let home = self.home(hash);
@@ -132,6 +138,10 @@ impl Buffer {
             let slot = &slots[index];
             let mut key = slot.key.load(Acquire);
             while key < FIRST_HASH {
+                if key != stamp && !twin!(ClaimAnyStamp) {
+                    // Reset since the caller read `active`: not this table's turn any more.
+                    return Added::Stale;
+                }
                 match slot.key.compare_exchange(key, hash.h1, AcqRel, Acquire) {
                     Ok(stamp) => {
                         // Release: the caller's summary raise and this claim happen before
@@ -143,8 +153,8 @@ impl Buffer {
                         return if published {
                             Added::Published { table, slot: index }
                         } else {
-                            // Drained (or drained and reset) since the claim: the hash is in
-                            // no table, and the caller must put it elsewhere.
+                            // Closed by a drain since the claim: the hash is in no table, and
+                            // the caller must put it elsewhere.
                             Added::Refused
                         };
                     }
@@ -158,24 +168,15 @@ impl Buffer {
         Added::Refused
     }
 
-    /// Counts a publish that stays (see [`retract`](Self::retract)); returns the new count of
-    /// its region, a hint for when to add up the counts.
+    /// Counts a publish; returns the new count of its region, a hint for when to add up the
+    /// counts.
     pub(super) fn count(&self, table: usize, slot: usize) -> usize {
         let region = &self.counts[table][slot >> self.region_shift].0;
         region.fetch_add(1, Relaxed).wrapping_add(1)
     }
 
-    /// Takes back `hash`, published in `slot` of `table`, if no drain has taken it: `val` from
-    /// `h2` to [`TAKEN`] (lookups still match the slot by `h1` until the table's reset).
-    /// `false`: a drain took it first, and holds it.
-    pub(super) fn retract(&self, table: usize, slot: usize, hash: Hash128) -> bool {
-        let slot = &self.tables[table][slot];
-        slot.val
-            .compare_exchange(hash.h2, TAKEN, AcqRel, Acquire)
-            .is_ok()
-    }
-
-    /// Whether `hash` is published in either table, or drained and not yet reset.
+    /// Whether `hash` is published in either table (drained or not: a drained hash stays until
+    /// the reset).
     ///
     /// A miss is not final: a hash leaves a table (by a reset) only after it is in the current
     /// copy of the bits, and the caller looks there again after this (with an Acquire fence,
@@ -193,23 +194,18 @@ impl Buffer {
                 if key < FIRST_HASH {
                     return false;
                 }
-                if key == hash.h1 {
-                    let val = slot.val.load(Acquire);
-                    if val == hash.h2 || (val == TAKEN && !twin!(TakenIsNoMatch)) {
-                        return true;
-                    }
+                if key == hash.h1 && slot.val.load(Acquire) == hash.h2 {
+                    return true;
                 }
             }
             false
         })
     }
 
-    /// Makes the other table the active one and returns the one that was (the compactor's
-    /// first step; only the compactor calls it).
-    pub(super) fn switch(&self) -> usize {
-        let sealed = self.active.load(Relaxed);
-        self.active.store(sealed ^ 1, Release);
-        sealed
+    /// Makes `table`, stamped `stamp`, the active one (only the compactor; Release: the reset
+    /// that wrote `stamp` happens before an insert that reads it here).
+    pub(super) fn switch(&self, table: usize, stamp: u64) {
+        self.active.store(stamp << 1 | table as u64, Release);
     }
 
     /// Whether table `table` may hold published hashes (by its counts: a publish that happened
@@ -231,18 +227,23 @@ impl Buffer {
         self.held(0) + self.held(1)
     }
 
-    /// Drains table `table` (only the compactor): swaps every slot's `val` to [`TAKEN`] and
-    /// appends each hash that was published to `out`. After it, no publish in this incarnation
-    /// of the table succeeds, and lookups still match the drained hashes (until the reset).
-    pub(super) fn drain(&self, table: usize, out: &mut Vec<Hash128>) {
+    /// Drains table `table`, whose stamp is `stamp` (only the compactor, after the switch):
+    /// closes every slot that is not published and appends each published hash to `out`. After
+    /// it, no publish in this incarnation of the table succeeds, and lookups still match the
+    /// drained hashes (until the reset).
+    pub(super) fn drain(&self, table: usize, stamp: u64, out: &mut Vec<Hash128>) {
         let mut taken = [0usize; REGIONS];
         for (index, slot) in self.tables[table].iter().enumerate() {
-            // Acquire: the publisher's claim (and its summary raise) happen before this.
-            let val = if twin!(DrainWithoutTaking) {
-                slot.val.load(Acquire)
-            } else {
-                slot.val.swap(TAKEN, AcqRel)
-            };
+            let mut val = slot.val.load(Acquire);
+            if twin!(DrainTakesPublished) {
+                val = slot.val.swap(TAKEN, AcqRel);
+            } else if val == stamp && !twin!(DrainWithoutClosing) {
+                // Free or claimed, not published: closed, unless a publish comes first (then
+                // it is taken). Acquire: the publisher's claim and summary raise happen before.
+                if let Err(now) = slot.val.compare_exchange(stamp, TAKEN, Acquire, Acquire) {
+                    val = now;
+                }
+            }
             if val >= FIRST_HASH {
                 out.push(Hash128 {
                     h1: slot.key.load(Relaxed),

@@ -79,8 +79,8 @@ pub(crate) enum Twin {
     /// Semi-concurrent: the drain swaps every slot's `val` to "taken", published ones too, so a
     /// drained hash is no longer whole in the buffer before the swap of the copy holding it.
     DrainTakesPublished,
-    /// Semi-concurrent: the drain reads each slot instead of closing the unpublished ones, so a
-    /// publish can land after the drain passed.
+    /// Semi-concurrent: the drain reads each claimed slot instead of closing the unpublished
+    /// ones, so a publish can land after the drain passed.
     DrainWithoutClosing,
     /// Semi-concurrent: a reset writes the stamp the table already had, so a claim made before
     /// it can publish after it.
@@ -88,6 +88,9 @@ pub(crate) enum Twin {
     /// Semi-concurrent: an insert claims a slot holding any stamp, not only the one `active`
     /// named, so it can publish in a table that was reset after it read `active`.
     ClaimAnyStamp,
+    /// Semi-concurrent: an insert publishes without checking, after its claim, that its table's
+    /// turn goes on, so it can publish in a free slot the drain has passed.
+    SkipTurnCheck,
 }
 
 loom::thread_local! {

@@ -221,6 +221,35 @@ fn an_insert_racing_a_drain_is_counted_once() {
     insert_racing_a_compaction(|f| f.compact());
 }
 
+/// Twin: an insert that publishes without checking that its table's turn goes on can claim a
+/// free slot the drain has passed and publish behind it: no batch holds the hash, and the reset
+/// erases it.
+#[test]
+#[should_panic]
+fn a_claim_that_does_not_check_the_turn_loses_a_late_publish() {
+    loom::model(|| {
+        let f = tiny();
+        let a = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || {
+                with(Twin::SkipTurnCheck, || f.insert("a"));
+                assert!(
+                    f.contains("a"),
+                    "false negative right after insert(a) returned"
+                );
+            })
+        };
+        f.insert("c");
+        f.compact();
+        a.join().unwrap();
+        f.compact();
+        f.compact();
+        assert!(f.contains("a") && f.contains("c"));
+        assert_eq!(f.pending_len(), 0, "hashes left pending");
+        assert_eq!(f.summary_count("a"), 0, "the summary leaked");
+    });
+}
+
 /// Twin: a drain that reads the slots instead of closing the unpublished ones lets a publish
 /// land behind it: no batch holds the hash, the insert is not told (its publish succeeded), and
 /// the reset erases it.

@@ -100,7 +100,7 @@ fn race(
                 } else {
                     let _ = f.snapshot();
                 }
-                if round % save_every == 0 {
+                if round.is_multiple_of(save_every) {
                     let before = returned(&progress);
                     let loaded = save_load(f);
                     let missing = hashes[..before]
@@ -130,7 +130,7 @@ fn settle(f: &SemiConcurrentBloomFilter) {
     assert_eq!(f.pending_len(), 0, "pending after two compactions");
 }
 
-/// 1. The same keys from 2 to 4 threads, at every compaction rate, with a compacting,
+/// The same keys from 2 to 4 threads, at every compaction rate, with a compacting,
 /// snapshotting and saving third party.
 #[test]
 fn same_keys_racing_with_compaction_snapshots_and_saves() {
@@ -202,7 +202,7 @@ fn boundary_hashes(rng: &mut Rng) -> Vec<Hash128> {
     out
 }
 
-/// 2. Hashes the tables cannot hold (h1 or h2 below 2^40) mixed with normal ones.
+/// Hashes the tables cannot hold (h1 or h2 below 2^40) mixed with normal ones.
 #[test]
 fn boundary_hashes_under_races_and_compactions() {
     for ibc in [1usize, 2, 16, 1024, usize::MAX] {
@@ -238,7 +238,7 @@ fn boundary_hashes_under_races_and_compactions() {
     }
 }
 
-/// 3. Many hashes with one home slot (the same h2 >> 32): every table's 8-probe window fills.
+/// Many hashes with one home slot (the same h2 >> 32): every table's 8-probe window fills.
 #[test]
 fn one_home_slot_for_everything_under_races() {
     for ibc in [1usize, 16, 1024, usize::MAX] {
@@ -257,7 +257,7 @@ fn one_home_slot_for_everything_under_races() {
     }
 }
 
-/// 2b. A drained slot matches any hash with the drained hash's `h1` until the reset. An insert
+/// A drained slot matches any hash with the drained hash's `h1` until the reset. An insert
 /// of such a hash is then told "possibly present" and adds nothing: once the reset comes, the
 /// hash is nowhere, a false negative for good. Real threads: one inserts hashes (h1, a), a
 /// compactor drains them, and another thread inserts (h1, b) meanwhile.
@@ -335,7 +335,7 @@ fn an_insert_sharing_h1_with_a_drained_hash_is_not_lost() {
     );
 }
 
-/// 2b, deterministic: a compaction held between its drain and its reset (failpoint), an insert
+/// Deterministically: a compaction held between its drain and its reset (failpoint), an insert
 /// of (h1, b) while (h1, a) is drained.
 #[cfg(feature = "failpoints")]
 #[test]
@@ -368,7 +368,7 @@ fn an_insert_sharing_h1_with_a_drained_hash_held_compaction() {
     );
 }
 
-/// 4. Accounting after the threads stop.
+/// Accounting after the threads stop.
 #[test]
 fn pending_stats_memory_and_info_are_consistent_after_races() {
     for ibc in [1usize, 16, 1024, usize::MAX] {
@@ -407,7 +407,7 @@ fn pending_stats_memory_and_info_are_consistent_after_races() {
     }
 }
 
-/// 5. Extreme parameters never panic or abort.
+/// Extreme parameters never panic or abort.
 #[test]
 fn extreme_parameters_give_errors_not_panics() {
     let f = filt(1, 1);
@@ -473,7 +473,7 @@ fn extreme_parameters_give_errors_not_panics() {
     }
 }
 
-/// 5. Round trips and damaged files.
+/// Round trips and damaged files.
 #[test]
 fn round_trips_and_damaged_files() {
     // Empty.

@@ -29,7 +29,7 @@ use crate::sync::{AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fen
 ///   One table takes inserts while the other is drained. A hash the table cannot take (no free
 ///   slot near its home, or its table drained under it) goes to the **overflow**, a lock-free
 ///   skip list that never refuses one. When about `insertions_before_compact` hashes are
-///   pending, the inserting thread compacts (unless a compaction is running).
+///   pending (never more), the inserting thread compacts (unless a compaction is running).
 /// - `compact()`: one at a time (a call that finds another running returns at once). Switch
 ///   inserts to the other table, drain this one and the overflow, write the batch (and the one
 ///   before it) into the copy of the bits that lookups do not read, and swap that copy in (an
@@ -202,10 +202,9 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             Added::Refused
         };
         let due = match added {
-            Added::Published { table, slot: at } => self
-                .buffer
-                .count(table, at)
-                .is_multiple_of(self.check_every()),
+            Added::Published { table, slot: at } => {
+                self.buffer.count(table, at) >= self.per_region()
+            }
             Added::Found => {
                 // The same hash, published by another insert whose raise happened before the
                 // read that found it (Acquire): that raise covers it until a compaction takes
@@ -215,13 +214,12 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             }
             Added::Refused | Added::Stale => {
                 self.add_to_overflow(slot, hash, ticket);
-                true
+                self.pending_len() >= self.insertions_before_compact
             }
         };
         // A plain load before the try-lock: while a compaction runs, inserts skip it, whose
         // failed compare-and-swap would pull the lock's cache line from the compacting thread.
-        if due && self.pending_len() >= self.insertions_before_compact && !self.compactor.is_held()
-        {
+        if due && !self.compactor.is_held() {
             self.compact();
         }
         true
@@ -243,13 +241,14 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         added
     }
 
-    /// How often (in a region's count of published hashes) an insert adds up the counts to
-    /// see whether a compaction is due: every `insertions_before_compact / (2 * regions)`, so
-    /// that the pending hashes a check can miss (fewer than that per region) stay under half
-    /// of `insertions_before_compact`.
+    /// The count of one region of a table at which a compaction is due: its share of
+    /// `insertions_before_compact` (hashes spread evenly over the regions, so the first region
+    /// to reach it does so near the threshold, and never past it: no region below its share
+    /// means fewer than `insertions_before_compact` pending). No sum of the counts on the
+    /// insert's path: each is a cache line the other threads write.
     #[inline]
-    fn check_every(&self) -> usize {
-        (self.insertions_before_compact / (2 * self.buffer.regions())).max(1)
+    fn per_region(&self) -> usize {
+        (self.insertions_before_compact / self.buffer.regions()).max(1)
     }
 
     /// Puts `hash`, raised with `ticket` in `slot`, in the overflow (the skip list's

@@ -11,11 +11,13 @@
 //! `h1`, then **publishes** by moving `val` from the stamp to `h2`, two compare-and-swaps. So a
 //! table is written only during its turn: an insert that read `active` before a switch finds
 //! the old table drained (its publish fails) or reset to a stamp it does not hold (its claim
-//! fails), never open. The compactor drains a table by **closing** every slot that is not
-//! published (`val` from the stamp to [`TAKEN`], a compare-and-swap that a publish either beat,
-//! and is taken, or meets, and fails) and taking every published hash, which stays in place,
-//! whole, for lookups, until the reset (after the drained hashes are in the current copy of
-//! the bits).
+//! fails), never open; and a claim made as the turn ends checks `active` again before it
+//! publishes (a `SeqCst` pairing with the switch). The compactor drains a table by **closing**
+//! every claimed slot that is not published (`val` from the stamp to [`TAKEN`], a
+//! compare-and-swap that a publish either beat, and is taken, or meets, and fails), leaving the
+//! free ones (a claim of one now sees the switch and gives it up), and taking every published
+//! hash, which stays in place, whole, for lookups, until the reset (after the drained hashes
+//! are in the current copy of the bits).
 //!
 //! Hashes whose `h1` or `h2` falls below [`FIRST_HASH`] (one in 2^23 items) cannot be told from
 //! a stamp; they skip the tables ([`Buffer::storable`]).
@@ -26,7 +28,8 @@
 use core::fmt;
 
 use crate::hash::Hash128;
-use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use crate::sync::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use crate::sync::sc_order;
 use crate::sync::{AtomicU64, AtomicUsize};
 
 /// The smallest value a slot holds as a hash; the stamps lie below it.
@@ -142,8 +145,19 @@ impl Buffer {
                     // Reset since the caller read `active`: not this table's turn any more.
                     return Added::Stale;
                 }
-                match slot.key.compare_exchange(key, hash.h1, AcqRel, Acquire) {
+                match slot.key.compare_exchange(key, hash.h1, SeqCst, Acquire) {
                     Ok(stamp) => {
+                        // Still this table's turn? The claim and this load, and the switch and
+                        // the drain's load of the key, are `SeqCst` (with `sc_order` between
+                        // them under loom): either this load sees the switch, and the insert
+                        // gives the slot up (the drain may have passed it as free), or the
+                        // drain sees the claim, and closes the slot or takes its hash.
+                        sc_order();
+                        if self.active.load(SeqCst) != stamp << 1 | table as u64
+                            && !twin!(SkipTurnCheck)
+                        {
+                            return Added::Refused;
+                        }
                         // Release: the caller's summary raise and this claim happen before
                         // the drain that takes the hash, and before a lookup that matches it.
                         let published = slot
@@ -205,7 +219,8 @@ impl Buffer {
     /// Makes `table`, stamped `stamp`, the active one (only the compactor; Release: the reset
     /// that wrote `stamp` happens before an insert that reads it here).
     pub(super) fn switch(&self, table: usize, stamp: u64) {
-        self.active.store(stamp << 1 | table as u64, Release);
+        // `SeqCst`: see the claim in `add`.
+        self.active.store(stamp << 1 | table as u64, SeqCst);
     }
 
     /// Whether table `table` may hold published hashes (by its counts: a publish that happened
@@ -228,18 +243,23 @@ impl Buffer {
     }
 
     /// Drains table `table`, whose stamp is `stamp` (only the compactor, after the switch):
-    /// closes every slot that is not published and appends each published hash to `out`. After
-    /// it, no publish in this incarnation of the table succeeds, and lookups still match the
-    /// drained hashes (until the reset).
+    /// closes every claimed slot that is not published and appends each published hash to
+    /// `out`. A slot still free is left alone: a claim of it after this point sees the switch
+    /// and gives it up (see `add`). After it, no publish in this incarnation of the table
+    /// succeeds, and lookups still match the drained hashes (until the reset).
     pub(super) fn drain(&self, table: usize, stamp: u64, out: &mut Vec<Hash128>) {
+        sc_order();
         let mut taken = [0usize; REGIONS];
         for (index, slot) in self.tables[table].iter().enumerate() {
+            if slot.key.load(SeqCst) < FIRST_HASH && !twin!(DrainTakesPublished) {
+                continue;
+            }
             let mut val = slot.val.load(Acquire);
             if twin!(DrainTakesPublished) {
                 val = slot.val.swap(TAKEN, AcqRel);
             } else if val == stamp && !twin!(DrainWithoutClosing) {
-                // Free or claimed, not published: closed, unless a publish comes first (then
-                // it is taken). Acquire: the publisher's claim and summary raise happen before.
+                // Claimed, not published: closed, unless the publish comes first (then it is
+                // taken). Acquire: the publisher's claim and summary raise happen before.
                 if let Err(now) = slot.val.compare_exchange(stamp, TAKEN, Acquire, Acquire) {
                     val = now;
                 }

@@ -62,8 +62,7 @@ use crate::sync::{AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fen
 ///   `insert(x)` has returned, every `contains(x)` that [happens after](crate#guarantees) it
 ///   returns `true`.
 /// - **False positives** at a rate of at most the target `fpr` after `capacity` distinct items.
-///   Pending items are looked up by their 128-bit hash (a drained one, until it is in the bits,
-///   by its first 64 bits): they add at most one chance in 2^64 per pending hash.
+///   Pending items are looked up exactly, by their 128-bit hash, and add none.
 /// - **Racing inserts of one new item**: at least one returns `true`; several can (each finds
 ///   the item neither in the bits nor pending before one of them adds it). Not an
 ///   exactly-once gate: use [`AtomicBloomFilter`](crate::AtomicBloomFilter) with the word
@@ -139,13 +138,13 @@ const COUNT: u64 = u32::MAX as u64;
 /// One pending hash more, and the next ticket.
 const RAISE: u64 = 1 << 32 | 1;
 
-/// How many compactions were tried and how many swapped a new copy in.
+/// How many compactions ran and how many swapped a new copy in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactionStats {
-    /// Calls to `compact` that found pending hashes and drained them.
+    /// Calls to `compact` (by the caller or by an insert) that took the compactor's lock and
+    /// drained the buffer.
     pub attempted: u64,
-    /// Those that swapped a new copy in: all but those whose drain found only inserts still
-    /// in flight (their hashes then go to the overflow, for the next compaction).
+    /// Those that swapped a new copy in: all but those that found nothing to compact.
     pub won: u64,
 }
 
@@ -399,9 +398,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// during the call may or may not be in it.
     ///
     /// One compaction runs at a time; a call that finds another running returns at once, so
-    /// inserts never wait for one. Cost: a pass over one table of the buffer (a swap and a
-    /// store per slot), and the batch's bits, and the previous batch's, written into the copy
-    /// lookups do not read: proportional to the batch, whatever the size of the filter.
+    /// inserts never wait for one. Cost: a pass over one table of the buffer (a load of each
+    /// slot's key, a compare-and-swap for each claim not yet published, and two stores per
+    /// slot for the reset), and the batch's bits, and the previous batch's, written into the
+    /// copy lookups do not read: proportional to the batch, whatever the size of the filter.
     pub fn compact(&self) -> bool {
         let Some(mut state) = self.compactor.try_lock() else {
             return false;
@@ -411,12 +411,11 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// The compaction proper, by the thread that holds the compactor's lock.
     fn compact_locked(&self, state: &mut Compactor) -> bool {
+        // Always a drain, even when the counts say the table is empty: a count can lag behind
+        // its publish (a drain may subtract a hash before its publisher adds it), so counts
+        // that add up to zero do not mean an empty table.
         let (sealed, _) = self.buffer.active();
-        // Nothing published and nothing in the overflow: a compaction would only reset an
-        // empty table. (An insert that happened before this call is counted or linked.)
-        if !self.buffer.may_hold(sealed) && self.overflow.is_empty() {
-            return false;
-        }
+        self.attempted.fetch_add(1, Relaxed);
         let next = sealed ^ 1;
         self.buffer.switch(next, state.stamps[next]);
         let mut batch = Vec::with_capacity(self.buffer.slots());
@@ -431,10 +430,10 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         // read: the fence orders that raise before this compaction's lowering of it (the
         // drain's swaps Acquire the buffer's own).
         fence(Acquire);
-        self.attempted.fetch_add(1, Relaxed);
         if batch.is_empty() {
-            // The drain found only claims whose publish it made fail: those inserts go to the
-            // overflow. The table is reset for its next turn; the copies are unchanged.
+            // Nothing published (or only claims whose publish the drain made fail: those
+            // inserts go to the overflow). The table is reset for its next turn; the copies
+            // are unchanged.
             self.reset(state, sealed);
             return false;
         }
@@ -576,7 +575,9 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// The memory the filter holds, in bytes: both copies of the bits, the buffer's two tables
     /// (16 bytes per slot), 8 bytes per summary slot, and
-    /// [`PENDING_NODE_BYTES`](Self::PENDING_NODE_BYTES) per hash in the overflow.
+    /// [`PENDING_NODE_BYTES`](Self::PENDING_NODE_BYTES) per hash in the overflow. Not counted:
+    /// the compactor's list of the last batch (16 bytes per hash of it) and the buffer's
+    /// counters (at most 2 KiB).
     ///
     /// # Examples
     ///
@@ -769,7 +770,17 @@ impl<H> SemiConcurrentBloomFilter<H> {
             sizing,
             copies: [bits, copy],
             current: AtomicUsize::new(0),
-            buffer: Buffer::new(table),
+            // One region per 64 hashes of the threshold, 1 to 8: a region's share of the
+            // threshold is what an insert compares its count with, and a share of a few
+            // hashes would make the first region to fill compact long before the threshold.
+            buffer: Buffer::new(
+                table,
+                (insertions_before_compact / 64)
+                    .clamp(1, buffer::REGIONS)
+                    .min(table)
+                    .next_power_of_two()
+                    .min(buffer::REGIONS),
+            ),
             overflow: PendingSet::new(),
             summary: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             compactor: TryMutex::new(Compactor {

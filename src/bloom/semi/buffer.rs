@@ -83,9 +83,10 @@ pub(super) enum Added {
 }
 
 impl Buffer {
-    /// Two tables of `slots` slots (a power of two, at least 2), stamped 1 and 2; table 0
-    /// takes the inserts.
-    pub(super) fn new(slots: usize) -> Self {
+    /// Two tables of `slots` slots (a power of two, at least 2), stamped 1 and 2, with
+    /// `regions` counters each (a power of two, at most [`REGIONS`] and `slots`); table 0 takes
+    /// the inserts.
+    pub(super) fn new(slots: usize, regions: usize) -> Self {
         debug_assert!(slots.is_power_of_two() && slots >= 2);
         let table = |stamp: u64| -> Box<[Slot]> {
             (0..slots)
@@ -95,7 +96,7 @@ impl Buffer {
                 })
                 .collect()
         };
-        let regions = REGIONS.min(slots);
+        debug_assert!(regions.is_power_of_two() && regions <= REGIONS.min(slots));
         let counts =
             || -> Box<[Padded]> { (0..regions).map(|_| Padded(AtomicUsize::new(0))).collect() };
         Self {
@@ -221,12 +222,6 @@ impl Buffer {
     pub(super) fn switch(&self, table: usize, stamp: u64) {
         // `SeqCst`: see the claim in `add`.
         self.active.store(stamp << 1 | table as u64, SeqCst);
-    }
-
-    /// Whether table `table` may hold published hashes (by its counts: a publish that happened
-    /// before this call is counted).
-    pub(super) fn may_hold(&self, table: usize) -> bool {
-        self.held(table) != 0
     }
 
     /// The hashes table `table` holds, by its counts (approximate while inserts run).

@@ -85,9 +85,6 @@ pub(crate) enum Twin {
     /// Semi-concurrent: a reset writes the stamp the table already had, so a claim made before
     /// it can publish after it.
     ResetToSameStamp,
-    /// Semi-concurrent: an insert claims a slot holding any stamp, not only the one `active`
-    /// named, so it can publish in a table that was reset after it read `active`.
-    ClaimAnyStamp,
     /// Semi-concurrent: an insert publishes without checking, after its claim, that its table's
     /// turn goes on, so it can publish in a free slot the drain has passed.
     SkipTurnCheck,

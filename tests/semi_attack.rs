@@ -383,10 +383,10 @@ fn pending_stats_memory_and_info_are_consistent_after_races() {
         assert!(!f.compact(), "ibc={ibc}: nothing pending, nothing to win");
         let after = f.compaction_stats();
         assert!(after.won <= after.attempted && after.attempted >= before.attempted);
-        assert!(
-            after.attempted - before.attempted <= 2,
-            "{before:?} {after:?}"
-        );
+        // Every compaction that took the lock counts as attempted (three here); only the two
+        // that found something can have won.
+        assert_eq!(after.attempted - before.attempted, 3, "{before:?} {after:?}");
+        assert!(after.won - before.won <= 2, "{before:?} {after:?}");
         let snap = f.snapshot();
         let bits = snap.memory_bytes();
         let slots = ibc.saturating_mul(4).clamp(16, 1 << 16).next_power_of_two() as u64;

@@ -142,8 +142,9 @@ impl Buffer {
             let slot = &slots[index];
             let mut key = slot.key.load(Acquire);
             while key < FIRST_HASH {
-                if key != stamp && !twin!(ClaimAnyStamp) {
+                if key != stamp {
                     // Reset since the caller read `active`: not this table's turn any more.
+                    // (The turn check below would refuse the claim too; this spares it.)
                     return Added::Stale;
                 }
                 match slot.key.compare_exchange(key, hash.h1, SeqCst, Acquire) {

@@ -385,7 +385,11 @@ fn pending_stats_memory_and_info_are_consistent_after_races() {
         assert!(after.won <= after.attempted && after.attempted >= before.attempted);
         // Every compaction that took the lock counts as attempted (three here); only the two
         // that found something can have won.
-        assert_eq!(after.attempted - before.attempted, 3, "{before:?} {after:?}");
+        assert_eq!(
+            after.attempted - before.attempted,
+            3,
+            "{before:?} {after:?}"
+        );
         assert!(after.won - before.won <= 2, "{before:?} {after:?}");
         let snap = f.snapshot();
         let bits = snap.memory_bytes();

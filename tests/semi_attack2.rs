@@ -385,11 +385,11 @@ fn the_same_item_from_two_threads_racing_compactions() {
         for t in 0..2 {
             let (f, meet, done, news, fns) = (&f, &meet, &done, &news, &fns);
             s.spawn(move || {
-                for r in 0..rounds {
+                for (r, new) in news.iter().enumerate() {
                     let h = f.hasher().hash_item(&(r as u64, 0xfeedu64));
                     meet.wait();
                     if f.insert_hash(h) {
-                        news[r].fetch_add(1, Ordering::Relaxed);
+                        new.fetch_add(1, Ordering::Relaxed);
                     }
                     if !f.contains_hash(h) {
                         fns.fetch_add(1, Ordering::Relaxed);

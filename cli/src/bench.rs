@@ -822,7 +822,7 @@ fn to_table(results: &[Measured], work: &Workload, capacity: u64, args: &Bench) 
         "\nns/op: wall-clock time over all threads / keys. measured fpr: the absent keys found. \
          present found: the inserted keys found\n(every one for a Bloom filter; the overwrite \
          map forgets some by design). *: estimated (exact: the table and the keys' heap blocks;\n\
-         semi: the bits twice over once compacted, the pending set and its summary)."
+         semi: both copies of the bits, the buffer, the summary and the overflow)."
     );
     out
 }

@@ -140,6 +140,12 @@ pub struct SemiConcurrentBloomFilter<H = StableHasher> {
     /// The single compactor's state, taken with `try_lock` (never waited for by an insert).
     compactor: TryMutex<Compactor>,
     insertions_before_compact: usize,
+    /// The count of one region of a table at which a compaction is due: its share of
+    /// `insertions_before_compact` (hashes spread evenly over the regions, so the first region
+    /// to reach it does so near the threshold, and never past it: no region below its share
+    /// means fewer than `insertions_before_compact` pending). No sum of the counts on the
+    /// insert's path: each is a cache line the other threads write.
+    per_region: usize,
     /// The segment size of the snapshots `snapshot()` makes.
     segment_words: usize,
     attempted: AtomicU64,
@@ -228,9 +234,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             Added::Refused
         };
         let due = match added {
-            Added::Published { table, slot: at } => {
-                self.buffer.count(table, at) >= self.per_region()
-            }
+            Added::Published { table, slot: at } => self.buffer.count(table, at) >= self.per_region,
             Added::Found => {
                 // The same hash, published by another insert whose raise happened before the
                 // read that found it (Acquire): that raise covers it until a compaction takes
@@ -265,16 +269,6 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             }
         }
         added
-    }
-
-    /// The count of one region of a table at which a compaction is due: its share of
-    /// `insertions_before_compact` (hashes spread evenly over the regions, so the first region
-    /// to reach it does so near the threshold, and never past it: no region below its share
-    /// means fewer than `insertions_before_compact` pending). No sum of the counts on the
-    /// insert's path: each is a cache line the other threads write.
-    #[inline]
-    fn per_region(&self) -> usize {
-        (self.insertions_before_compact / self.buffer.regions()).max(1)
     }
 
     /// Puts `hash`, raised with `ticket` in `slot`, in the overflow (the skip list's
@@ -792,22 +786,20 @@ impl<H> SemiConcurrentBloomFilter<H> {
             .next_power_of_two();
         #[cfg(seen_loom)]
         let table = table.min(4);
+        // One region per 64 hashes of the threshold, 1 to 8: a region's share of the
+        // threshold is what an insert compares its count with, and a share of a few hashes
+        // would make the first region to fill compact long before the threshold.
+        let regions = (insertions_before_compact / 64)
+            .clamp(1, buffer::REGIONS)
+            .min(table)
+            .next_power_of_two()
+            .min(buffer::REGIONS);
         let copy = bits.try_clone()?;
         Ok(SemiConcurrentBloomFilter {
             sizing,
             copies: [bits, copy],
             current: AtomicUsize::new(0),
-            // One region per 64 hashes of the threshold, 1 to 8: a region's share of the
-            // threshold is what an insert compares its count with, and a share of a few
-            // hashes would make the first region to fill compact long before the threshold.
-            buffer: Buffer::new(
-                table,
-                (insertions_before_compact / 64)
-                    .clamp(1, buffer::REGIONS)
-                    .min(table)
-                    .next_power_of_two()
-                    .min(buffer::REGIONS),
-            ),
+            buffer: Buffer::new(table, regions),
             overflow: PendingSet::new(),
             summary: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             compactor: TryMutex::new(Compactor {
@@ -816,6 +808,7 @@ impl<H> SemiConcurrentBloomFilter<H> {
                 next_stamp: 3,
             }),
             insertions_before_compact,
+            per_region: (insertions_before_compact / regions).max(1),
             segment_words: options.segment_words(),
             attempted: AtomicU64::new(0),
             won: AtomicU64::new(0),

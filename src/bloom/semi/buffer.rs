@@ -303,11 +303,6 @@ impl Buffer {
         }
     }
 
-    /// The region counters of one table.
-    pub(super) fn regions(&self) -> usize {
-        self.counts[0].len()
-    }
-
     /// The slots of one table.
     pub(super) fn slots(&self) -> usize {
         self.tables[0].len()

@@ -400,7 +400,7 @@ fn pending_stats_memory_and_info_are_consistent_after_races() {
             .next_power_of_two() as u64;
         assert_eq!(
             f.memory_bytes(),
-            2 * bits + 32 * slots + 8 * summary,
+            2 * bits + 32 * slots + 4 * summary,
             "ibc={ibc}"
         );
         let info = f.info();

@@ -1003,8 +1003,8 @@ mod tests {
             .ok()
             .unwrap();
         let bits = f.snapshot().memory_bytes();
-        // Two tables of 256 slots (16 bytes each), 1,024 summary slots (8 bytes each).
-        let fixed = 2 * 256 * 16 + 1024 * 8;
+        // Two tables of 256 slots (16 bytes each), 1,024 summary slots (4 bytes each).
+        let fixed = 2 * 256 * 16 + 1024 * 4;
         assert_eq!(f.memory_bytes(), 2 * bits + fixed);
         for i in 0..10u32 {
             f.insert(&i);

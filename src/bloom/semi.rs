@@ -12,11 +12,11 @@ use super::frozen::FrozenBloomFilter;
 use super::info::{self, BloomInfo};
 use super::{BloomBuilder, Probe, SemiOptions};
 use crate::Error;
-use crate::bits::{AtomicBits, LINE_WORDS};
+use crate::bits::{AtomicBits, CachePadded, LINE_WORDS};
 use crate::hash::{Hash128, ItemHasher, StableHasher};
 use crate::sizing::BlockedSizing;
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
-use crate::sync::{AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fence};
+use crate::sync::{AtomicU32, AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fence};
 
 /// A Bloom filter whose inserts are buffered and compacted, in batches, into the copy of its
 /// bits that lookups do not read, which is then swapped in: lookups cost what the
@@ -78,10 +78,10 @@ use crate::sync::{AtomicU64, AtomicUsize, PendingSet, SharedWords, TryMutex, fen
 ///
 /// Memory: the bits twice over (the current copy and the one being written), plus the buffer
 /// (two tables of 16 bytes per slot, the next power of two of four times
-/// `insertions_before_compact`, 16 to 65,536 slots), the summary (8 bytes per slot, 16 slots
+/// `insertions_before_compact`, 16 to 65,536 slots), the summary (4 bytes per slot, 16 slots
 /// per `insertions_before_compact`, from 64 to 65,536) and 64 bytes per hash in the overflow:
 /// [`memory_bytes`](Self::memory_bytes) counts them all. At the default of 1,024 that is twice
-/// the bits plus 256 KiB.
+/// the bits plus 192 KiB.
 ///
 /// # Guarantees
 ///
@@ -133,10 +133,14 @@ pub struct SemiConcurrentBloomFilter<H = StableHasher> {
     /// Hashes the buffer did not take: a skip list, unbounded.
     overflow: PendingSet<Hash128>,
     /// The summary of what is pending: per slot (a few bits of `h1`), the number of pending
-    /// hashes that may map there (low 32 bits) and a ticket counter (high 32 bits). Raised
-    /// before a hash enters the buffer or the overflow, lowered after it has left it, so a slot
-    /// that reads zero sends a lookup straight to the current copy.
-    summary: Box<[AtomicU64]>,
+    /// hashes that may map there. Raised before a hash enters the buffer or the overflow,
+    /// lowered after it has left it, so a slot that reads zero sends a lookup straight to the
+    /// current copy. Four bytes a slot: the summary is what an absent lookup pays for beyond
+    /// the bits, so it stays small enough to stay in cache.
+    summary: Box<[AtomicU32]>,
+    /// The tags of the overflow's nodes, one drawn by each insert that goes there (never on
+    /// the buffer's path, so the line is written only while the buffer refuses).
+    tickets: CachePadded<AtomicU64>,
     /// The single compactor's state, taken with `try_lock` (never waited for by an insert).
     compactor: TryMutex<Compactor>,
     insertions_before_compact: usize,
@@ -165,11 +169,6 @@ struct Compactor {
 
 /// Summary slots per pending hash at the compaction threshold.
 const SLOTS_PER_HASH: usize = 16;
-
-/// A summary slot's count of pending hashes (its low half).
-const COUNT: u64 = u32::MAX as u64;
-/// One pending hash more, and the next ticket.
-const RAISE: u64 = 1 << 32 | 1;
 
 /// How many compactions ran and how many swapped a new copy in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -225,9 +224,8 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
             return false;
         }
         let slot = self.slot(hash);
-        // Raised before the hash enters the buffer or the overflow; the ticket, unique per
-        // slot, tags an overflow node, so the call learns whether the node it finds is its own.
-        let ticket = slot.fetch_add(RAISE, Relaxed) >> 32;
+        // Raised before the hash enters the buffer or the overflow.
+        slot.fetch_add(1, Relaxed);
         let added = if Buffer::storable(hash) && !forced_overflow() {
             self.add_to_buffer(hash)
         } else {
@@ -243,7 +241,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
                 return false;
             }
             Added::Refused | Added::Stale => {
-                self.add_to_overflow(slot, hash, ticket);
+                self.add_to_overflow(slot, hash);
                 self.pending_len() >= self.insertions_before_compact
             }
         };
@@ -271,10 +269,12 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
         added
     }
 
-    /// Puts `hash`, raised with `ticket` in `slot`, in the overflow (the skip list's
-    /// `get_or_insert_with`: an entry is never replaced). A node found there (or lost to
-    /// another thread's insert) is counted by its own raise, so this one is taken back.
-    fn add_to_overflow(&self, slot: &AtomicU64, hash: Hash128, ticket: u64) {
+    /// Puts `hash`, raised in `slot`, in the overflow (the skip list's `get_or_insert_with`: an
+    /// entry is never replaced), tagged with a ticket unique to this call, so that the call
+    /// learns whether the node the set holds is its own. A node found there (or lost to another
+    /// thread's insert) is counted by its own raise, so this one is taken back.
+    fn add_to_overflow(&self, slot: &AtomicU32, hash: Hash128) {
+        let ticket = self.tickets.fetch_add(1, Relaxed);
         let linked = self.add_pending(hash, || ticket);
         // The found node's raise and link happen before what follows, as for a lookup's hit
         // (see `contains_hash`).
@@ -297,7 +297,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
 
     /// The summary slot of `hash`.
     #[inline]
-    fn slot(&self, hash: Hash128) -> &AtomicU64 {
+    fn slot(&self, hash: Hash128) -> &AtomicU32 {
         // The length is a power of two; `h1`'s low bits (the block comes from its high bits).
         &self.summary[hash.h1 as usize & (self.summary.len() - 1)]
     }
@@ -385,7 +385,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     fn contains_hash_with(&self, hash: Hash128, summary: crate::sync::Ordering) -> bool {
         // The summary is loaded before the copy, whichever way it reads (the two loads overlap):
         // a zero sends the lookup to this one look at the copy.
-        let maybe_pending = self.slot(hash).load(summary) & COUNT != 0;
+        let maybe_pending = self.slot(hash).load(summary) != 0;
         // A hit answers at once (the copies only grow, and a later current copy holds what
         // this one does): an item that is in the filter never pays for the buffer.
         if self.in_bits(hash) {
@@ -531,7 +531,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     fn lower_summary(&self, batch: &[Hash128]) {
         for &hash in batch {
             if twin!(ClearSummary) {
-                self.slot(hash).fetch_and(!COUNT, Release);
+                self.slot(hash).store(0, Release);
             } else {
                 self.slot(hash).fetch_sub(1, Release);
             }
@@ -595,7 +595,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     }
 
     /// The memory the filter holds, in bytes: both copies of the bits, the buffer's two tables
-    /// (16 bytes per slot), 8 bytes per summary slot, and
+    /// (16 bytes per slot), 4 bytes per summary slot, and
     /// [`PENDING_NODE_BYTES`](Self::PENDING_NODE_BYTES) per hash in the overflow. Not counted:
     /// the compactor's list of the last batch (16 bytes per hash of it) and the buffer's
     /// counters (at most 2 KiB).
@@ -606,14 +606,14 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// let filter = seen::SemiConcurrentBloomFilter::with_capacity(1_000_000, 0.01)?;
     /// let bits = filter.snapshot().memory_bytes();
     /// assert!(filter.memory_bytes() > 2 * bits);
-    /// assert!(filter.memory_bytes() <= 2 * bits + (256 << 10));
+    /// assert!(filter.memory_bytes() <= 2 * bits + (192 << 10));
     /// # Ok::<(), seen::Error>(())
     /// ```
     pub fn memory_bytes(&self) -> u64 {
         let bits = self.copies[0].words() as u64 * 8;
         2 * bits
             + 2 * 16 * self.buffer.slots() as u64
-            + self.summary.len() as u64 * 8
+            + self.summary.len() as u64 * 4
             + self.overflow.len() as u64 * Self::PENDING_NODE_BYTES
     }
 
@@ -660,7 +660,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     /// For the loom models: the summary's count for `item`'s slot.
     #[cfg(all(test, seen_loom))]
     pub(crate) fn summary_count<T: Hash + ?Sized>(&self, item: &T) -> u64 {
-        self.slot(self.hasher.hash_item(item)).load(Relaxed) & COUNT
+        u64::from(self.slot(self.hasher.hash_item(item)).load(Relaxed))
     }
 
     /// Broken variant for the loom models: `contains` reading the summary `Relaxed`.
@@ -674,7 +674,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     #[cfg(all(test, seen_loom))]
     pub(crate) fn contains_without_fence<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
-        (self.slot(hash).load(Acquire) & COUNT != 0
+        (self.slot(hash).load(Acquire) != 0
             && (self.buffer.contains(hash) || self.overflow.contains(&hash)))
             || self.in_bits(hash)
     }
@@ -685,7 +685,7 @@ impl<H: ItemHasher + Clone> SemiConcurrentBloomFilter<H> {
     pub(crate) fn contains_snapshot_first<T: Hash + ?Sized>(&self, item: &T) -> bool {
         let hash = self.hasher.hash_item(item);
         self.in_bits(hash)
-            || (self.slot(hash).load(Acquire) & COUNT != 0
+            || (self.slot(hash).load(Acquire) != 0
                 && (self.buffer.contains(hash) || self.overflow.contains(&hash)))
     }
 }
@@ -801,7 +801,8 @@ impl<H> SemiConcurrentBloomFilter<H> {
             current: AtomicUsize::new(0),
             buffer: Buffer::new(table, regions),
             overflow: PendingSet::new(),
-            summary: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            summary: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            tickets: CachePadded::new(AtomicU64::new(0)),
             compactor: TryMutex::new(Compactor {
                 last: Vec::new(),
                 stamps: [1, 2],

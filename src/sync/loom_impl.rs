@@ -9,7 +9,9 @@ use core::ops::Bound::{Excluded, Unbounded};
 use std::collections::BTreeMap;
 
 pub(crate) use loom::sync::Arc;
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 /// Called in every spin or retry loop: yields to loom's scheduler so that the model can make
 /// progress (a spinning thread that never yields is reported by loom as a livelock).

@@ -3,7 +3,9 @@
 use core::fmt;
 
 pub(crate) use std::sync::Arc;
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 
 /// Called in every spin or retry loop: a CPU pause hint here, a yield to loom's scheduler there.
 #[inline]

@@ -37,7 +37,12 @@
 //! middle, then overtaking each other), and the table counts keys that both threads were told
 //! were new. An exactly-once structure has 0.
 //!
-//! Run: `cargo bench -p seen-benches --bench peers` (about 30 minutes, 10 GB of memory at 100M).
+//! Order: per size, the `insert` cells of every structure one after another, then every
+//! structure built and filled at once, then the `contains_hit` cells of all of them and the
+//! `contains_miss` cells: the cells a ratio compares run seconds apart.
+//!
+//! Run: `cargo bench -p seen-benches --bench peers` (about 30 minutes; at 100M every structure
+//! is held at once during the lookups, about 12 GB).
 //! Criterion's filter after `--` picks benchmarks, but every structure is still built and
 //! filled; to build fewer, set `PEERS_SIZES=1M,10M` (sizes), `PEERS_ONLY=seen_word,sbbf_xxh3`
 //! (structures; `bound_random_reads` and `tokens` name the bound and the token group) and
@@ -806,7 +811,8 @@ fn resident_growth_in_child(entry: &Entry, n: u64) -> Option<u64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-fn bench_contains(c: &mut Criterion, entry: &Entry, n: u64, label: &str) {
+/// Builds and fills `entry` at `n` items for the lookup groups, and prints its memory and rate.
+fn built_for_lookups(entry: &Entry, n: u64, label: &str) -> Box<dyn Structure> {
     let mut s = (entry.make)(n);
     if entry.kind == Kind::Dynamic {
         fill(&mut *s, n);
@@ -827,31 +833,42 @@ fn bench_contains(c: &mut Criterion, entry: &Entry, n: u64, label: &str) {
         bytes as f64 / n as f64,
         fp as f64 / probe as f64
     );
-    let threads_max = if s.shared().is_some() { 2 } else { 1 };
+    s
+}
+
+/// The lookup groups of one size: every structure is built first, then each group measures them
+/// one after another, so that the cells a ratio compares are seconds apart, not minutes (on a
+/// shared machine, memory latency drifts between the two).
+fn bench_contains(c: &mut Criterion, built: &[(&Entry, Box<dyn Structure>)], n: u64, label: &str) {
     for (group_name, offset) in [("contains_hit", 0), ("contains_miss", MISS)] {
         let mut group = c.benchmark_group(group_name);
         group.throughput(Throughput::Elements(1));
-        for threads in 1..=threads_max {
-            let mut next = 0u64;
-            let id = BenchmarkId::new(entry.name, format!("{label}/{threads}t"));
-            group.bench_function(id, |b| {
-                b.iter_custom(|iters| {
-                    let mut elapsed = Duration::ZERO;
-                    let mut left = iters;
-                    while left > 0 {
-                        let count = left.min(n - next);
-                        elapsed += match s.shared() {
-                            Some(shared) if threads > 1 => {
-                                timed_shared(threads, offset + next, count, &|k| shared.contains(k))
-                            }
-                            _ => timed_local(offset + next, count, |k| s.contains(k)),
-                        };
-                        next = (next + count) % n;
-                        left -= count;
-                    }
-                    elapsed
-                })
-            });
+        for (entry, s) in built {
+            let threads_max = if s.shared().is_some() { 2 } else { 1 };
+            for threads in 1..=threads_max {
+                let mut next = 0u64;
+                let id = BenchmarkId::new(entry.name, format!("{label}/{threads}t"));
+                group.bench_function(id, |b| {
+                    b.iter_custom(|iters| {
+                        let mut elapsed = Duration::ZERO;
+                        let mut left = iters;
+                        while left > 0 {
+                            let count = left.min(n - next);
+                            elapsed += match s.shared() {
+                                Some(shared) if threads > 1 => {
+                                    timed_shared(threads, offset + next, count, &|k| {
+                                        shared.contains(k)
+                                    })
+                                }
+                                _ => timed_local(offset + next, count, |k| s.contains(k)),
+                            };
+                            next = (next + count) % n;
+                            left -= count;
+                        }
+                        elapsed
+                    })
+                });
+            }
         }
         group.finish();
     }
@@ -1001,15 +1018,18 @@ fn peers(c: &mut Criterion) {
         if selected("tokens") {
             bench_tokens(c, n, label);
         }
-        for entry in ENTRIES
+        let entries: Vec<&Entry> = ENTRIES
             .iter()
             .filter(|e| n <= e.max_items && selected(e.name))
-        {
-            if entry.kind == Kind::Dynamic {
-                bench_insert(c, entry, n, label);
-            }
-            bench_contains(c, entry, n, label);
+            .collect();
+        for entry in entries.iter().filter(|e| e.kind == Kind::Dynamic) {
+            bench_insert(c, entry, n, label);
         }
+        let built: Vec<_> = entries
+            .iter()
+            .map(|&entry| (entry, built_for_lookups(entry, n, label)))
+            .collect();
+        bench_contains(c, &built, n, label);
     }
 }
 

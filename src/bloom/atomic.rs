@@ -784,28 +784,39 @@ fn insert_word(word: &crate::sync::AtomicU64, mask: u64, order: Ordering) -> boo
 #[inline]
 fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering) -> bool {
     let line = &bits.line(line).0;
-    // Test every bit in place first (loads only: an item seen before writes nothing, and
-    // no masks are built for it). Only an item with a bit missing builds its 8 masks and
-    // ORs each word that lacks bits, in word order: "new" iff some `fetch_or` set a bit
-    // that was unset, so an item whose bits no one else sets is always new, whatever
-    // other items do concurrently (at least once, with no exception). Deciding by the
-    // first missing bit alone (tried: fewer keys new to two threads in step) lets another
-    // item's concurrent write to that one bit make a lone insert of a new item return
-    // `false`, which no sequential order explains; loom found it.
+    // Test every bit in place first (loads only: an item seen before writes nothing, and no
+    // masks are built for it). Only an item with a bit missing builds its masks and ORs every
+    // word it touches, in word order: "new" iff some `fetch_or` set a bit that was unset, so an
+    // item whose bits no one else sets is always new, whatever other items do concurrently (at
+    // least once, with no exception). Deciding by the first missing bit alone (tried: fewer
+    // keys new to two threads in step) lets another item's concurrent write to that one bit
+    // make a lone insert of a new item return `false`, which no sequential order explains;
+    // loom found it.
+    //
+    // No second test per word before its `fetch_or`: the line is written anyway, and a branch
+    // on each word's bits (taken about half the time as the filter fills) was mispredicted
+    // after the line's miss; the loop runs over the touched words only, a count that the hash
+    // alone decides. New items: about 0.85x the time of the loop with the tests (paired runs,
+    // 10M items at 1%).
     let mut all = 1;
     line_bits(h2, k, |word, bit| all &= line[word].load(order) >> bit);
     if all & 1 == 1 {
         return false;
     }
     let mut masks = [0u64; LINE_WORDS];
-    line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
-    let mut new = false;
-    for (word, &mask) in line.iter().zip(&masks) {
-        if mask != 0 && word.load(order) & mask != mask {
-            new |= word.fetch_or(mask, order) & mask != mask;
-        }
+    let mut words = 0u32;
+    line_bits(h2, k, |word, bit| {
+        masks[word] |= 1 << bit;
+        words |= 1 << word;
+    });
+    let mut new = 0;
+    while words != 0 {
+        let word = words.trailing_zeros() as usize;
+        words &= words - 1;
+        let mask = masks[word];
+        new |= mask & !line[word].fetch_or(mask, order);
     }
-    new
+    new != 0
 }
 
 crate::forward::dedup_filter!(impl[H: ItemHasher] for AtomicBloomFilter<H>, item: Hash);

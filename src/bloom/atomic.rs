@@ -736,6 +736,19 @@ pub(super) fn insert_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bo
     }
 }
 
+/// [`insert_at`] without its first test of the bits: for a caller that has just found some
+/// bit of the probe unset (the growing filter's insert, after its lookup of the layers), where
+/// the test would read the same bits again. The answer is the same: `true` iff some
+/// `fetch_or` set a bit that was unset (an item that another thread completed meanwhile
+/// costs writes that change nothing).
+#[inline(always)]
+pub(super) fn or_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
+    match *probe {
+        Probe::Word { word, mask } => bits.word(word).fetch_or(mask, order) & mask != mask,
+        Probe::Line { line, h2, k } => or_line(bits, line, h2, k, order),
+    }
+}
+
 /// Sets the probe's bits in `bits` with plain loads and stores (`Relaxed`, no locked
 /// instruction): only for a copy that a single thread writes (the semi-concurrent filter's
 /// compactor) while others may read it.
@@ -782,8 +795,8 @@ fn insert_word(word: &crate::sync::AtomicU64, mask: u64, order: Ordering) -> boo
 
 /// The line layout's insert of the `k` positions `h2` draws in `line`.
 #[inline]
-fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering) -> bool {
-    let line = &bits.line(line).0;
+fn insert_line(bits: &AtomicBits, line_index: usize, h2: u64, k: u32, order: Ordering) -> bool {
+    let line = &bits.line(line_index).0;
     // Test every bit in place first (loads only: an item seen before writes nothing, and no
     // masks are built for it). Only an item with a bit missing builds its masks and ORs every
     // word it touches, in word order: "new" iff some `fetch_or` set a bit that was unset, so an
@@ -803,6 +816,14 @@ fn insert_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering)
     if all & 1 == 1 {
         return false;
     }
+    or_line(bits, line_index, h2, k, order)
+}
+
+/// The second half of [`insert_line`]: ORs every word the positions touch, in word order;
+/// `true` iff some `fetch_or` set a bit that was unset.
+#[inline]
+fn or_line(bits: &AtomicBits, line: usize, h2: u64, k: u32, order: Ordering) -> bool {
+    let line = &bits.line(line).0;
     let mut masks = [0u64; LINE_WORDS];
     let mut words = 0u32;
     line_bits(h2, k, |word, bit| {

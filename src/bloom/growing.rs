@@ -7,7 +7,7 @@ use core::hash::Hash;
 
 mod file;
 
-use super::atomic::{contains_at, insert_at};
+use super::atomic::{contains_at, or_at};
 use super::info::{BloomInfo, LayerInfo, estimated_fpr, estimated_len};
 use super::probe::{block, word_probe};
 use super::{BloomBuilder, Probe};
@@ -464,7 +464,9 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
     fn insert_from(&self, layers: &Layers, n: usize, hash: Hash128) -> Step {
         let layer = &layers.0[n - 1];
         failpoint!("growing.insert.writing");
-        if !insert_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
+        // The caller's lookup just found a bit of the item unset (in this layer, or in none
+        // it read): no second test before the writes.
+        if !or_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
             return Step::Done(false);
         }
         failpoint!("growing.insert.written");

@@ -1,11 +1,12 @@
 //! `GrowingBloomFilter` under loom: no false negative across a growth, and exactly one `true`
 //! among racing inserts of one new item across one or two growths; the wait past the overshoot
-//! limit, a failed growth and its retry, the non-scaling mode. Twins: a growth that publishes
-//! the new layer before zeroing it, an insert that ignores a growth, and a failed growth that
-//! keeps its claim.
+//! limit, a failed growth and its retry, the non-scaling mode, the line layout's inserts across
+//! a growth. Twins: a growth that publishes the new layer before zeroing it, an insert that
+//! ignores a growth, an insert whose write is a load and a store (both layouts), and a failed
+//! growth that keeps its claim.
 
 use super::{Twin, with};
-use crate::GrowingBloomFilter;
+use crate::{GrowingBloomFilter, Layout};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -97,6 +98,58 @@ fn racing_inserts_across_two_growths_have_exactly_one_new() {
 #[should_panic(expected = "told new")]
 fn an_insert_that_ignores_a_growth_is_not_exactly_once() {
     racing_inserts(&["z"], Twin::IgnoreGrowth);
+}
+
+#[test]
+#[should_panic(expected = "told new")]
+fn a_write_without_read_modify_write_is_not_exactly_once() {
+    racing_inserts(&["z"], Twin::RacyOr);
+}
+
+/// The line layout: one thread inserts `x` while the main thread inserts `z`, each looking its
+/// item up right after its insert; the first of them to count its item grows the filter
+/// (layers of one item, one line each). Both items share words of the line (checked below)
+/// whenever they go to one layer, so a write that is not one read-modify-write per word can
+/// lose the other's bits. The insert writes each touched word with `fetch_or` and no test
+/// before it (`or_at`): nothing is lost.
+fn line_layout_inserts_across_a_growth(twin: Twin) {
+    loom::model(move || {
+        let f = GrowingBloomFilter::builder(1)
+            .fpr(0.1)
+            .layout(Layout::Line)
+            .expansion(1)
+            .build()
+            .unwrap();
+        assert_eq!(f.memory_bytes(), 64);
+        let f = Arc::new(f);
+        let other = {
+            let f = Arc::clone(&f);
+            thread::spawn(move || {
+                with(twin, || f.insert("x")).unwrap();
+                assert!(f.contains("x"), "false negative right after the insert");
+            })
+        };
+        f.insert("z").unwrap();
+        assert!(f.contains("z"), "false negative right after the insert");
+        other.join().unwrap();
+        assert!(
+            f.contains("x") && f.contains("z"),
+            "false negative after join"
+        );
+        // Two layers if both items went to the first, three if the second went to the next.
+        assert!((2..=3).contains(&f.layers()), "{} layers", f.layers());
+    });
+}
+
+#[test]
+fn line_layout_inserts_across_a_growth_lose_nothing() {
+    line_layout_inserts_across_a_growth(Twin::Correct);
+}
+
+#[test]
+#[should_panic(expected = "false negative")]
+fn a_line_layout_write_without_read_modify_write_loses_bits() {
+    line_layout_inserts_across_a_growth(Twin::RacyOr);
 }
 
 /// Three threads insert three new items into layers of one item: the first to count its item

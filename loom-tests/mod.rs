@@ -51,6 +51,10 @@ pub(crate) enum Twin {
     PublishWhenClaimed,
     /// Growing: the insert does not re-check the number of layers after its write.
     IgnoreGrowth,
+    /// Growing: the insert's write is a load and a separate store per word where a
+    /// read-modify-write is needed (`or_at` without its `fetch_or`), so another thread's bits
+    /// written to the same word in between are lost.
+    RacyOr,
     /// Growing: the growth publishes the new layer, then zeroes its bits (the memory held
     /// another layer's bits before: "publishes a layer before it is initialised").
     PublishBeforeInit,

@@ -749,6 +749,32 @@ pub(super) fn or_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
     }
 }
 
+/// [`or_at`] done wrong, for the loom models' `RacyOr` twin: a load and a separate store per
+/// word; `true` if some bit was unset at the load.
+#[cfg(all(test, seen_loom))]
+pub(super) fn racy_or_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
+    let racy = |word: &crate::sync::AtomicU64, mask: u64| {
+        let old = word.load(order);
+        word.store(old | mask, order);
+        old & mask != mask
+    };
+    match *probe {
+        Probe::Word { word, mask } => racy(bits.word(word), mask),
+        Probe::Line { line, h2, k } => {
+            let line = &bits.line(line).0;
+            let mut masks = [0u64; LINE_WORDS];
+            line_bits(h2, k, |word, bit| masks[word] |= 1 << bit);
+            let mut new = false;
+            for (word, &mask) in line.iter().zip(&masks) {
+                if mask != 0 {
+                    new |= racy(word, mask);
+                }
+            }
+            new
+        }
+    }
+}
+
 /// Sets the probe's bits in `bits` with plain loads and stores (`Relaxed`, no locked
 /// instruction): only for a copy that a single thread writes (the semi-concurrent filter's
 /// compactor) while others may read it.

@@ -466,7 +466,16 @@ impl<H: ItemHasher> GrowingBloomFilter<H> {
         failpoint!("growing.insert.writing");
         // The caller's lookup just found a bit of the item unset (in this layer, or in none
         // it read): no second test before the writes.
-        if !or_at(&layer.bits, &Probe::new(hash, &layer.sizing), SeqCst) {
+        let probe = Probe::new(hash, &layer.sizing);
+        #[cfg(all(test, seen_loom))]
+        let written = if twin!(RacyOr) {
+            super::atomic::racy_or_at(&layer.bits, &probe, SeqCst)
+        } else {
+            or_at(&layer.bits, &probe, SeqCst)
+        };
+        #[cfg(not(all(test, seen_loom)))]
+        let written = or_at(&layer.bits, &probe, SeqCst);
+        if !written {
             return Step::Done(false);
         }
         failpoint!("growing.insert.written");

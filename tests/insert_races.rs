@@ -7,25 +7,21 @@
 //! instead of the `fetch_or`, or the first missing bit alone deciding "new".)
 #![cfg(not(seen_loom))]
 
+mod common;
+
 use seen::{AtomicBloomFilter, GrowingBloomFilter, Layout};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use common::Rng;
+
 const THREADS: usize = 4;
 const STEP: usize = 64;
 
+/// `n` keys of the splitmix64 stream that `seed` starts.
 fn keys(seed: u64, n: usize) -> Vec<u64> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            // splitmix64
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        })
-        .collect()
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    (0..n).map(|_| rng.next()).collect()
 }
 
 /// `THREADS` threads insert the same keys in the same order, meeting at a barrier every `STEP`

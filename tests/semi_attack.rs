@@ -5,6 +5,8 @@
 //! parameters; damaged files. Real threads that meet at barriers.
 #![cfg(not(seen_loom))]
 
+mod common;
+
 use seen::SemiConcurrentBloomFilter;
 use seen::hash::Hash128;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -12,27 +14,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 
+use common::{Rng, semi_filter};
+
 const FIRST_HASH: u64 = 1 << 40;
 
-fn filt(capacity: u64, ibc: usize) -> SemiConcurrentBloomFilter {
-    SemiConcurrentBloomFilter::builder(capacity)
-        .fpr(0.001)
-        .insertions_before_compact(ibc)
-        .build()
-        .unwrap()
-}
-
-/// A small xorshift generator, so that the tests need nothing else.
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     fn big(&mut self) -> u64 {
         self.next() | FIRST_HASH
     }
@@ -136,7 +122,7 @@ fn settle(f: &SemiConcurrentBloomFilter) {
 fn same_keys_racing_with_compaction_snapshots_and_saves() {
     for ibc in [1usize, 2, 16, 1024, usize::MAX] {
         for inserters in [2usize, 3, 4] {
-            let f = filt(200_000, ibc);
+            let f = semi_filter(200_000, ibc);
             let n = if ibc <= 2 { 20_000 } else { 60_000 };
             let hashes = item_hashes(&f, n, ibc as u64 ^ inserters as u64);
             let (fns, lost_save, lost_compact) = race(&f, &hashes, inserters, 8);
@@ -206,7 +192,7 @@ fn boundary_hashes(rng: &mut Rng) -> Vec<Hash128> {
 #[test]
 fn boundary_hashes_under_races_and_compactions() {
     for ibc in [1usize, 2, 16, 1024, usize::MAX] {
-        let f = filt(100_000, ibc);
+        let f = semi_filter(100_000, ibc);
         let mut rng = Rng(ibc as u64);
         let mut hashes = Vec::new();
         for _ in 0..40 {
@@ -225,7 +211,7 @@ fn boundary_hashes_under_races_and_compactions() {
         let loaded = save_load(&f);
         assert!(hashes.iter().all(|&h| loaded.contains_hash(h)), "ibc={ibc}");
         // Pending boundary hashes survive a save as pending hashes.
-        let g = filt(1000, usize::MAX);
+        let g = semi_filter(1000, usize::MAX);
         let edge = boundary_hashes(&mut rng);
         for &h in &edge {
             g.insert_hash(h);
@@ -242,7 +228,7 @@ fn boundary_hashes_under_races_and_compactions() {
 #[test]
 fn one_home_slot_for_everything_under_races() {
     for ibc in [1usize, 16, 1024, usize::MAX] {
-        let f = filt(100_000, ibc);
+        let f = semi_filter(100_000, ibc);
         let mut rng = Rng(77u64.wrapping_add(ibc as u64));
         let hashes: Vec<Hash128> = (0..30_000)
             .map(|_| Hash128 {
@@ -263,7 +249,7 @@ fn one_home_slot_for_everything_under_races() {
 /// compactor drains them, and another thread inserts (h1, b) meanwhile.
 #[test]
 fn an_insert_sharing_h1_with_a_drained_hash_is_not_lost() {
-    let f = filt(1_000_000, usize::MAX);
+    let f = semi_filter(1_000_000, usize::MAX);
     let mut rng = Rng(5);
     let rounds = 200;
     let per = 2_000;
@@ -341,7 +327,7 @@ fn an_insert_sharing_h1_with_a_drained_hash_is_not_lost() {
 #[test]
 fn an_insert_sharing_h1_with_a_drained_hash_held_compaction() {
     use std::rc::Rc;
-    let f = Rc::new(filt(1_000, usize::MAX));
+    let f = Rc::new(semi_filter(1_000, usize::MAX));
     let a = Hash128 {
         h1: 0x1234_5678_9abc_def0,
         h2: 0x0fed_cba9_8765_4321,
@@ -372,7 +358,7 @@ fn an_insert_sharing_h1_with_a_drained_hash_held_compaction() {
 #[test]
 fn pending_stats_memory_and_info_are_consistent_after_races() {
     for ibc in [1usize, 16, 1024, usize::MAX] {
-        let f = filt(100_000, ibc);
+        let f = semi_filter(100_000, ibc);
         let hashes = item_hashes(&f, 20_000, 9);
         let (fns, _, _) = race(&f, &hashes, 3, 1_000_000);
         assert_eq!(fns, 0);
@@ -414,11 +400,11 @@ fn pending_stats_memory_and_info_are_consistent_after_races() {
 /// Extreme parameters never panic or abort.
 #[test]
 fn extreme_parameters_give_errors_not_panics() {
-    let f = filt(1, 1);
+    let f = semi_filter(1, 1);
     assert!(f.insert("x") && f.contains("x") && !f.insert("x"));
     f.compact();
     assert!(f.contains("x"));
-    let f = filt(1, usize::MAX);
+    let f = semi_filter(1, usize::MAX);
     for k in 0..10_000u32 {
         f.insert(&k);
     }
@@ -481,12 +467,12 @@ fn extreme_parameters_give_errors_not_panics() {
 #[test]
 fn round_trips_and_damaged_files() {
     // Empty.
-    let f = filt(1000, 16);
+    let f = semi_filter(1000, 16);
     let loaded = save_load(&f);
     assert_eq!(loaded.pending_len(), 0);
     assert!(!loaded.contains("a"));
     // Only pending items.
-    let f = filt(1000, usize::MAX);
+    let f = semi_filter(1000, usize::MAX);
     for k in 0..500u32 {
         f.insert(&k);
     }

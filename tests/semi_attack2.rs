@@ -3,31 +3,19 @@
 //! or at the crate's pause points; no sleeps.
 #![cfg(not(seen_loom))]
 
+mod common;
+
 use seen::SemiConcurrentBloomFilter;
 use seen::hash::{Hash128, ItemHasher};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
+use common::{Rng, semi_filter};
+
 const FIRST_HASH: u64 = 1 << 40;
 
-fn filt(capacity: u64, ibc: usize) -> SemiConcurrentBloomFilter {
-    SemiConcurrentBloomFilter::builder(capacity)
-        .fpr(0.001)
-        .insertions_before_compact(ibc)
-        .build()
-        .unwrap()
-}
-
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     /// A storable word: at least 2^40 (bit 63 set; not bit 40, which `home` reads).
     fn big(&mut self) -> u64 {
         self.next() | 1 << 63
@@ -46,23 +34,30 @@ fn overflow_nodes(f: &SemiConcurrentBloomFilter, empty_bytes: u64) -> u64 {
         / SemiConcurrentBloomFilter::<seen::hash::StableHasher>::PENDING_NODE_BYTES
 }
 
+/// Inserts `n` distinct storable hashes (from `seed`) on one thread into a filter of
+/// `capacity` with `insertions_before_compact` = `ibc`; the compactions that ran and the
+/// average batch they took.
+fn average_batch(capacity: u64, ibc: usize, seed: u64, n: usize) -> (usize, f64) {
+    let f = semi_filter(capacity, ibc);
+    let mut rng = Rng(seed);
+    for _ in 0..n {
+        f.insert_hash(Hash128 {
+            h1: rng.big(),
+            h2: rng.big(),
+        });
+    }
+    let attempted = f.compaction_stats().attempted as usize;
+    (attempted, n as f64 / attempted.max(1) as f64)
+}
+
 /// A small `insertions_before_compact` compacts in batches of about it, not of one (a first
 /// version of the per-region trigger gave every table 8 regions, so below 16 a single published
 /// hash made a compaction due). Single-threaded, distinct hashes.
 #[test]
 fn a_small_insertions_before_compact_is_not_a_batch_of_one() {
     for ibc in [8usize, 12, 15] {
-        let f = filt(100_000, ibc);
-        let mut rng = Rng(ibc as u64);
         let n = 40 * ibc;
-        for _ in 0..n {
-            f.insert_hash(Hash128 {
-                h1: rng.big(),
-                h2: rng.big(),
-            });
-        }
-        let attempted = f.compaction_stats().attempted as usize;
-        let batch = n as f64 / attempted.max(1) as f64;
+        let (attempted, batch) = average_batch(100_000, ibc, ibc as u64, n);
         assert!(
             batch >= ibc as f64 / 2.0,
             "ibc={ibc}: {attempted} compactions for {n} inserts, a batch of {batch:.1} \
@@ -76,17 +71,7 @@ fn a_small_insertions_before_compact_is_not_a_batch_of_one() {
 #[test]
 fn the_average_batch_is_near_insertions_before_compact() {
     for ibc in [64usize, 256, 1024, 4096] {
-        let f = filt(1_000_000, ibc);
-        let mut rng = Rng(1000 + ibc as u64);
-        let n = 30 * ibc;
-        for _ in 0..n {
-            f.insert_hash(Hash128 {
-                h1: rng.big(),
-                h2: rng.big(),
-            });
-        }
-        let attempted = f.compaction_stats().attempted as usize;
-        let batch = n as f64 / attempted.max(1) as f64;
+        let (_, batch) = average_batch(1_000_000, ibc, 1000 + ibc as u64, 30 * ibc);
         eprintln!("ibc={ibc}: average batch {batch:.0}");
         assert!(
             batch >= ibc as f64 / 2.0,
@@ -102,7 +87,7 @@ fn the_average_batch_is_near_insertions_before_compact() {
 #[test]
 fn a_large_insertions_before_compact_stays_bounded() {
     let ibc = 50_000usize;
-    let f = filt(10_000_000, ibc);
+    let f = semi_filter(10_000_000, ibc);
     let empty = f.memory_bytes();
     let slots = table_slots(ibc);
     let mut rng = Rng(5);
@@ -168,7 +153,7 @@ fn adversarial_hashes_never_leave_pending_unbounded() {
             ),
         ];
         for (name, gen_hash) in gens {
-            let f = filt(1_000_000, ibc);
+            let f = semi_filter(1_000_000, ibc);
             let mut rng = Rng(31 * ibc as u64);
             let hashes: Vec<Hash128> = (0..20 * ibc.max(50)).map(|_| gen_hash(&mut rng)).collect();
             let mut max_pending = 0;
@@ -203,7 +188,7 @@ fn claims_meeting_switches_lose_nothing_and_leak_no_count() {
     for ibc in [1usize, 2, 16] {
         let threads = 3;
         let per = 20_000usize;
-        let f = filt(100_000, ibc);
+        let f = semi_filter(100_000, ibc);
         let mut rng = Rng(900 + ibc as u64);
         let shared: Vec<Hash128> = (0..per)
             .map(|_| Hash128 {
@@ -308,7 +293,7 @@ fn a_paused_compaction_at_each_point_loses_nothing() {
         "semi.compact.swapped",
         "semi.compact.removed",
     ] {
-        let f = filt(100_000, 1 << 20);
+        let f = semi_filter(100_000, 1 << 20);
         let mut rng = Rng(point.len() as u64);
         let first: Vec<Hash128> = (0..500)
             .map(|_| Hash128 {
@@ -375,7 +360,7 @@ fn a_paused_compaction_at_each_point_loses_nothing() {
 /// count of pending hashes returns to zero.
 #[test]
 fn the_same_item_from_two_threads_racing_compactions() {
-    let f = filt(1_000_000, 4);
+    let f = semi_filter(1_000_000, 4);
     let rounds = 10_000usize;
     let meet = Barrier::new(2);
     let done = AtomicUsize::new(0);

@@ -713,14 +713,8 @@ impl<H: ItemHasher> AtomicBloomFilter<H> {
     /// read-modify-write is needed. Loom must catch two threads both told "new".
     #[cfg(all(test, seen_loom))]
     pub(crate) fn racy_insert<T: Hash + ?Sized>(&self, item: &T) -> bool {
-        let Probe::Word { word, mask } = Probe::new(self.hasher.hash_item(item), &self.sizing)
-        else {
-            unreachable!("the twin models the word layout");
-        };
-        let word = self.bits.word(word);
-        let seen = word.load(Relaxed);
-        word.store(seen | mask, Relaxed);
-        seen & mask != mask
+        let probe = Probe::new(self.hasher.hash_item(item), &self.sizing);
+        racy_or_at(&self.bits, &probe, Relaxed)
     }
 }
 
@@ -749,8 +743,8 @@ pub(super) fn or_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
     }
 }
 
-/// [`or_at`] done wrong, for the loom models' `RacyOr` twin: a load and a separate store per
-/// word; `true` if some bit was unset at the load.
+/// [`or_at`] done wrong, for the loom models' twins (`RacyOr`, `racy_insert`): a load and a
+/// separate store per word; `true` if some bit was unset at the load.
 #[cfg(all(test, seen_loom))]
 pub(super) fn racy_or_at(bits: &AtomicBits, probe: &Probe, order: Ordering) -> bool {
     let racy = |word: &crate::sync::AtomicU64, mask: u64| {

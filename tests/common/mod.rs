@@ -14,6 +14,29 @@ pub(crate) fn keys(seed: u64, n: usize) -> Vec<u64> {
     (0..n as u64).map(|i| hasher.hash_item(&i).h1).collect()
 }
 
+/// splitmix64: a fixed-seed stream for tests that need raw 64-bit values (hash halves, keys)
+/// rather than [`keys`]' hashed counter. A test file adds the shapes it needs (`impl Rng`).
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A semi-concurrent filter at 0.1% with `insertions_before_compact` = `ibc`.
+pub(crate) fn semi_filter(capacity: u64, ibc: usize) -> seen::SemiConcurrentBloomFilter {
+    seen::SemiConcurrentBloomFilter::builder(capacity)
+        .fpr(0.001)
+        .insertions_before_compact(ibc)
+        .build()
+        .unwrap()
+}
+
 /// What two threads saw when they inserted the same keys, in the same order, into one filter.
 #[derive(Debug, Default)]
 pub(crate) struct SameKeyRace {

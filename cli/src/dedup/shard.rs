@@ -85,7 +85,9 @@ impl Shard {
             Filter::Remember(m) => {
                 m.contains_many_hashes(hashes, &mut hits);
             }
-            Filter::Growing(f) => hits.extend(hashes.map(|h| f.contains_hash(h))),
+            Filter::Growing(f) => {
+                f.contains_many_hashes(hashes, &mut hits);
+            }
             Filter::Windowed {
                 filter,
                 clock,
@@ -286,14 +288,16 @@ impl Shard {
                 }
             },
             Filter::Growing(f) => {
-                for i in mine {
-                    match crate::oom::fallible(|| f.insert_hash(work.hashes[i])) {
-                        Ok(n) => new.push(n),
-                        Err(e) => {
-                            decided.failed = Some((i, format!("cannot insert: {e}")));
-                            break;
-                        }
-                    }
+                // In groups: a group's blocks are read ahead, so their misses overlap; the
+                // results are those of a loop of `insert_hash`, up to a growth that fails.
+                let mut mine = mine;
+                if let Err(e) = crate::oom::fallible(|| {
+                    f.insert_many_hashes(mine.clone().map(|i| work.hashes[i]), new)
+                }) {
+                    let i = mine
+                        .nth(new.len())
+                        .expect("the record that failed is this shard's");
+                    decided.failed = Some((i, format!("cannot insert: {e}")));
                 }
             }
             Filter::Windowed {
@@ -383,11 +387,13 @@ impl Shard {
                     m.insert_many_hashes(run.iter().map(|e| e.hash), scratch);
                 }
                 Filter::Growing(f) => {
-                    for (done, e) in run.iter().enumerate() {
-                        // Growing allocates a layer: a refusal is the filter's error.
-                        crate::oom::fallible(|| f.insert_hash(e.hash))
-                            .map_err(|why| (done, format!("cannot insert: {why}")))?;
-                    }
+                    // Growing allocates a layer: a refusal is the filter's error, at the key
+                    // after the last one with a result.
+                    scratch.clear();
+                    crate::oom::fallible(|| {
+                        f.insert_many_hashes(run.iter().map(|e| e.hash), scratch)
+                    })
+                    .map_err(|why| (scratch.len(), format!("cannot insert: {why}")))?;
                 }
                 Filter::Windowed {
                     filter,

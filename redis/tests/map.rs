@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use seen::hash::{Hash128, ItemHasher};
 use seen::{MapSlot, OverwriteMap};
-use seen_redis::{Error, Server, SharedBloomFilter, SharedOverwriteMap};
-use seen_test_server::{self as server, RedisCluster, RedisServer, Workers};
+use seen_redis::{Error, Server, SharedBloomFilter, SharedClaim, SharedOverwriteMap};
+use seen_test_server::{self as server, RedisCluster, RedisServer, Workers, server_millis};
 
 /// A fixed-seed generator (splitmix64), so that a failure replays.
 fn rng(mut state: u64) -> impl FnMut() -> u64 {
@@ -558,6 +558,30 @@ fn a_map_on_a_cluster_spreads_its_shards_and_forgets_by_script() {
     let claim = map.claim(&1u64).unwrap().expect("forgotten above: new");
     drop(claim);
     assert!(!map.contains(&1u64).unwrap());
+    // A batch of claims on every node answers as the local map's claims one by one (a claim
+    // writes its item's slot, as an insert does); the second of an item given twice is not
+    // claimed.
+    drop(local.claim(&1u64).expect("new locally too"));
+    let mut batch: Vec<u64> = (0..3_000).collect();
+    batch.extend([7, 14]);
+    let claims = map.claim_many(batch.iter()).unwrap();
+    let local_claims: Vec<_> = batch.iter().map(|item| local.claim(item)).collect();
+    for ((item, claim), local_claim) in batch.iter().zip(&claims).zip(&local_claims) {
+        assert_eq!(claim.is_some(), local_claim.is_some(), "claim of {item}");
+    }
+    assert!(claims[3_000].is_none() && claims[3_001].is_none());
+    assert!(claims.iter().filter(|c| c.is_some()).count() > 300);
+    for claim in claims.into_iter().flatten() {
+        claim.commit().unwrap();
+    }
+    local_claims
+        .into_iter()
+        .flatten()
+        .for_each(|claim| claim.commit());
+    let (mut after, mut local_after) = (Vec::new(), Vec::new());
+    map.contains_many(items.iter(), &mut after).unwrap();
+    local.contains_many(items.iter(), &mut local_after);
+    assert_eq!(after, local_after);
     let nodes_with_keys = cluster.keys_per_node().iter().filter(|&&n| n > 0).count();
     assert!(
         nodes_with_keys >= 2,
@@ -591,4 +615,322 @@ fn hashes_of_the_local_hasher_address_the_same_items() {
         SharedOverwriteMap::builder("hashes", 1_000).create(&server),
         Err(Error::Mismatch { field: "seed", .. })
     ));
+}
+
+/// `claim_many` answers, item by item and in order, what `claim` would: a committed item is a
+/// duplicate, a held one too, an item given twice in one call is claimed once; its claims
+/// commit, forget and drop as single claims do. 10,000 items: more than one request (8,192
+/// items) and more than one script per shard (512 items).
+#[test]
+fn claim_many_answers_as_claims_one_by_one() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("many", 1 << 16)
+        .shards(3)
+        .create(&server)
+        .unwrap();
+    let items = distinct_slots(&map, 10_000);
+    // Items 0..1,000 committed, 1,000..2,000 held by single claims.
+    for item in &items[..1_000] {
+        assert!(map.claim(item).unwrap().expect("new").commit().unwrap());
+    }
+    let held: Vec<_> = items[1_000..2_000]
+        .iter()
+        .map(|item| map.claim(item).unwrap().expect("new"))
+        .collect();
+    // The rest, then 100 of them again, then 100 committed ones.
+    let mut batch: Vec<u64> = items.clone();
+    batch.extend_from_slice(&items[5_000..5_100]);
+    batch.extend_from_slice(&items[..100]);
+    let claims = map.claim_many(&batch).unwrap();
+    assert_eq!(claims.len(), batch.len());
+    for (i, claim) in claims.iter().enumerate() {
+        let want = (2_000..10_000).contains(&i);
+        assert_eq!(
+            claim.is_some(),
+            want,
+            "item {i} of the batch ({})",
+            batch[i]
+        );
+    }
+    // Half committed, half dropped (forgotten): the dropped ones are claimable again, the
+    // committed ones and the held ones are not.
+    let mut claims = claims.into_iter().flatten();
+    for (n, claim) in claims.by_ref().enumerate() {
+        if n % 2 == 0 {
+            assert!(claim.commit().unwrap());
+        } else {
+            drop(claim);
+        }
+    }
+    let again = map.claim_many(&items).unwrap();
+    for (i, claim) in again.iter().enumerate() {
+        let want = i >= 2_000 && (i - 2_000) % 2 == 1;
+        assert_eq!(claim.is_some(), want, "item {i} on the second call");
+    }
+    drop(held);
+    assert!(
+        map.claim_many(std::iter::empty::<&u64>())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Threads that claim the same items in batches (and some one by one), at once: each item is
+/// claimed exactly once.
+#[test]
+fn racing_batch_claims_give_each_item_to_exactly_one_thread() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("many-race", 1 << 16)
+        .shards(4)
+        .create(&server)
+        .unwrap();
+    let items = distinct_slots(&map, 4_000);
+    let threads = 6;
+    let start = std::sync::Barrier::new(threads);
+    let claimed: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (map, items, start) = (&map, &items, &start);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    start.wait();
+                    // Batches of 1 to 300 (another size per thread), in the same order.
+                    for batch in items.chunks(1 + t * 59) {
+                        if t == 0 {
+                            for item in batch {
+                                if let Some(claim) = map.claim(item).unwrap() {
+                                    assert!(claim.commit().unwrap());
+                                    mine.push(*item);
+                                }
+                            }
+                            continue;
+                        }
+                        for (item, claim) in batch.iter().zip(map.claim_many(batch).unwrap()) {
+                            if let Some(claim) = claim {
+                                assert!(claim.commit().unwrap());
+                                mine.push(*item);
+                            }
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_claimed_once(claimed.concat(), &items);
+}
+
+/// A batch that meets a lost shard is `Missing`, and the claims it made on the other shards
+/// are forgotten before it returns: their redeliveries get through at once (not a lease
+/// later). The async form answers alike.
+#[test]
+fn a_failed_batch_claim_forgets_the_claims_it_made() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("many-lost", 1 << 16)
+        .shards(4)
+        .create(&server)
+        .unwrap();
+    let items = distinct_slots(&map, 2_000);
+    let shard_of = |item: &u64| {
+        let slot = MapSlot::new(map.hasher().hash_item(item), map.buckets()).slot();
+        (slot / (map.buckets() / 4)) as usize
+    };
+    let mut client = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&map.keys()[3])
+        .query(&mut client)
+        .unwrap();
+    let live: Vec<u64> = items.iter().copied().filter(|i| shard_of(i) != 3).collect();
+    assert!(live.len() > 1_000 && live.len() < items.len());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for round in 0..2 {
+        let result = if round == 0 {
+            map.claim_many(&items)
+        } else {
+            runtime.block_on(map.claim_many_async(&items))
+        };
+        match result {
+            Err(Error::Missing { key, .. }) => assert_eq!(key, map.keys()[3]),
+            other => panic!("round {round}: {other:?}"),
+        }
+        // The async drops spawn their forgets: wait for them (by the server's answers).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let again = map.claim_many(&live).unwrap();
+            if again.iter().all(Option::is_some) {
+                break; // dropped here: forgotten again for the next round
+            }
+            assert!(
+                round == 1 && std::time::Instant::now() < deadline,
+                "round {round}: {} of {} claims were not forgotten",
+                again.iter().filter(|c| c.is_none()).count(),
+                live.len()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// A batch of claims first sweeps as many leases as it has items, picked at random: leases a
+/// crashed consumer left (here its claims are leaked, neither committed nor dropped) are swept
+/// once they end, their items forgotten.
+#[test]
+fn a_batch_of_claims_sweeps_ended_leases() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("many-sweep", 1 << 14)
+        .create(&server)
+        .unwrap()
+        .with_lease(std::time::Duration::from_millis(50));
+    let items = distinct_slots(&map, 300);
+    let (crashed, later) = items.split_at(100);
+    let leaked = map.claim_many(crashed).unwrap();
+    assert!(leaked.iter().all(Option::is_some));
+    std::mem::forget(leaked);
+    let mut conn = redis.client();
+    let t = server_millis(&mut conn);
+    server::wait_past(&mut conn, t + 100);
+    let mut hits = Vec::new();
+    map.contains_many(crashed, &mut hits).unwrap();
+    assert!(hits.iter().all(|&h| h), "nothing sweeps without a claim");
+    // 200 items: a sample of 200 leases is all of the 101 fields (and the guard's).
+    let map = map.with_lease(std::time::Duration::from_secs(60));
+    let claims = map.claim_many(later).unwrap();
+    assert!(claims.iter().all(Option::is_some));
+    hits.clear();
+    map.contains_many(crashed, &mut hits).unwrap();
+    assert!(!hits.iter().any(|&h| h), "an ended lease was not swept");
+    let leases: u64 = redis::cmd("HLEN")
+        .arg("seen:{many-sweep:0}:leases")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(leases, 1 + 200, "the guard and the batch's own leases");
+    for claim in claims.into_iter().flatten() {
+        assert!(claim.commit().unwrap());
+    }
+}
+
+/// `SharedClaim::commit_many` answers, claim by claim and in order, what `commit` would: a
+/// claim forgotten before is `false` (and not sent), one whose slot another item took is
+/// `false`, the others `true` and remembered for good. The async form answers alike; claims of
+/// two maps commit in one call.
+#[test]
+fn commit_many_answers_as_commits_one_by_one() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("commits", 1 << 14)
+        .shards(3)
+        .create(&server)
+        .unwrap();
+    let other = SharedOverwriteMap::builder("commits-2", 1 << 10)
+        .create(&server)
+        .unwrap();
+    let (a, b) = colliding_pair(&map);
+    let slot = |item: &u64| MapSlot::new(map.hasher().hash_item(item), map.buckets()).slot();
+    let items: Vec<u64> = distinct_slots(&map, 1_001)
+        .into_iter()
+        .filter(|item| slot(item) != slot(&a))
+        .take(1_000)
+        .collect();
+    let mut claims: Vec<SharedClaim> = map
+        .claim_many(items.iter().chain([&a]))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.expect("new"))
+        .collect();
+    for claim in claims.iter_mut().step_by(10) {
+        assert!(claim.forget().unwrap());
+    }
+    // b takes a's slot: a's commit finds another item there.
+    let claim_b = map.claim(&b).unwrap().expect("b overwrites a");
+    claims.push(other.claim(&1u64).unwrap().expect("new in the other map"));
+    let answers = SharedClaim::commit_many(claims).unwrap();
+    assert_eq!(answers.len(), 1_002);
+    for (i, &answer) in answers[..1_000].iter().enumerate() {
+        assert_eq!(answer, i % 10 != 0, "claim {i}");
+    }
+    assert!(!answers[1_000], "a's slot holds b");
+    assert!(answers[1_001], "the other map's claim");
+    let again = map.claim_many(&items).unwrap();
+    for (i, claim) in again.iter().enumerate() {
+        assert_eq!(claim.is_some(), i % 10 == 0, "item {i} after the commits");
+    }
+    assert!(other.claim(&1u64).unwrap().is_none());
+    // The async form, on the forgotten items claimed again.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let claims: Vec<SharedClaim> = again.into_iter().flatten().collect();
+    assert_eq!(claims.len(), 100);
+    let answers = runtime
+        .block_on(SharedClaim::commit_many_async(claims))
+        .unwrap();
+    assert!(answers.iter().all(|&a| a));
+    assert!(map.claim_many(&items).unwrap().iter().all(Option::is_none));
+    assert!(claim_b.commit().unwrap());
+    // A claim whose lease ended and was taken over: its commit is `false`, the new one's `true`.
+    let (c, _) = colliding_pair(&other);
+    let first = SharedOverwriteMap::open(&server, "commits-2")
+        .unwrap()
+        .with_lease(std::time::Duration::from_millis(50));
+    let stale = first.claim(&c).unwrap().expect("new");
+    let mut conn = redis.client();
+    let t = server_millis(&mut conn);
+    server::wait_past(&mut conn, t + 100);
+    let fresh = other.claim(&c).unwrap().expect("taken over");
+    assert_eq!(
+        SharedClaim::commit_many([stale, fresh]).unwrap(),
+        [false, true]
+    );
+}
+
+/// A batch of commits that meets a lost shard is `Missing`; the claims are spent, not
+/// forgotten: those on the other shards were committed (their items stay remembered).
+#[test]
+fn a_failed_batch_commit_forgets_nothing() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("commits-lost", 1 << 14)
+        .shards(2)
+        .create(&server)
+        .unwrap();
+    let items = distinct_slots(&map, 500);
+    let claims: Vec<SharedClaim> = map
+        .claim_many(&items)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.expect("new"))
+        .collect();
+    let mut client = redis.client();
+    let _: () = redis::cmd("DEL")
+        .arg(&map.keys()[1])
+        .query(&mut client)
+        .unwrap();
+    match SharedClaim::commit_many(claims) {
+        Err(Error::Missing { key, .. }) => assert_eq!(key, map.keys()[1]),
+        other => panic!("{other:?}"),
+    }
+    let first_shard: Vec<u64> = items
+        .iter()
+        .copied()
+        .filter(|i| MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot() < (1 << 13))
+        .collect();
+    assert!(first_shard.len() > 100);
+    assert!(
+        map.claim_many(&first_shard)
+            .unwrap()
+            .iter()
+            .all(Option::is_none)
+    );
 }

@@ -17,6 +17,7 @@ use redis::Value;
 use seen::hash::{Hash128, ItemHasher};
 
 use super::SharedOverwriteMap;
+use super::protocol::Located;
 use crate::Error;
 use crate::script::Lua;
 use crate::server::{Batch, Via};
@@ -126,6 +127,88 @@ return 1"
     )
 });
 
+/// The most claims one [`CLAIM_MANY`] script makes: a script holds the server while it runs
+/// (about a millisecond for 512 claims), as the `BITFIELD`s of a batch insert hold it for
+/// their 512 slots.
+const CLAIMS_PER_SCRIPT: usize = 512;
+
+/// Claims of several items of one shard: the guards read and the time taken once; first as
+/// many leases as items, picked at random (distinct: `HRANDFIELD` with a count, with their
+/// values), are swept as [`CLAIM`] sweeps its one; then each item is claimed in order exactly
+/// as `CLAIM` claims it (an item whose ended lease was just swept is new: claimed, as a
+/// take-over would). `ARGV[1]`
+/// the guard's offset, `ARGV[2]` the lease in milliseconds, then per item its slot's first
+/// byte, its fingerprint's 8 bytes and its claim's token, and last the creation id. The
+/// answers (1 or 0) in an array, or -1 / -2 for a lost shard or leases (nothing written).
+static CLAIM_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "claim_many",
+        r"local id = ARGV[#ARGV]
+local g = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+local function ends(v) return tonumber(string.match(string.sub(v, 9), '^(%d+)')) end
+local sample = redis.call('HRANDFIELD', KEYS[2], (#ARGV - 3) / 3, 'WITHVALUES')
+for j = 1, #sample - 1, 2 do
+  local f, v = sample[j], sample[j + 1]
+  local e = f ~= 'guard' and ends(v)
+  if e and e <= now then
+    local o = tonumber(f)
+    if redis.call('GETRANGE', KEYS[1], o, o + 7) == string.sub(v, 1, 8) then
+      redis.call('SETRANGE', KEYS[1], o, '\0\0\0\0\0\0\0\0')
+    end
+    redis.call('HDEL', KEYS[2], f)
+  end
+end
+local answers = {}
+for i = 3, #ARGV - 1, 3 do
+  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local at = tonumber(field)
+  local answer = 1
+  if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then
+    local v = redis.call('HGET', KEYS[2], field)
+    if not v or string.sub(v, 1, 8) ~= fp or (ends(v) or 0) > now then answer = 0 end
+  end
+  if answer == 1 then
+    redis.call('SETRANGE', KEYS[1], at, fp)
+    redis.call('HSET', KEYS[2], field, fp .. (now + lease) .. ':' .. token)
+  end
+  answers[#answers + 1] = answer
+end
+return answers",
+    )
+});
+
+/// Commits of several claims of one shard, in order, each exactly as [`COMMIT`], the guards
+/// read once: `ARGV[1]` the guard's offset, then per claim its slot's first byte, its
+/// fingerprint's 8 bytes and its token, and last the creation id. The answers (1 or 0) in an
+/// array, or -1 / -2 for a lost shard or leases (nothing written).
+static COMMIT_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "commit_many",
+        r"local id = ARGV[#ARGV]
+local g = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
+local answers = {}
+for i = 2, #ARGV - 1, 3 do
+  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local v = redis.call('HGET', KEYS[2], field)
+  local answer = 0
+  if v and string.sub(v, 1, 8) == fp and string.sub(v, -#token - 1) == ':' .. token then
+    redis.call('HDEL', KEYS[2], field)
+    local at = tonumber(field)
+    if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then answer = 1 end
+  end
+  answers[#answers + 1] = answer
+end
+return answers",
+    )
+});
+
 /// A token no other claim has: this process's random state, its id, a count.
 fn token() -> String {
     use std::hash::{BuildHasher, Hasher};
@@ -141,6 +224,126 @@ fn token() -> String {
         h.finish()
     });
     format!("{:x}-{:x}", *PROCESS, COUNT.fetch_add(1, Relaxed))
+}
+
+/// The claims of a batch, or its error once they are dropped (each forgets its item).
+fn answer_or_forget(
+    claims: Vec<Option<SharedClaim<'_>>>,
+    failed: Option<Error>,
+) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
+    match failed {
+        None => Ok(claims),
+        Some(failed) => {
+            drop(claims);
+            Err(failed)
+        }
+    }
+}
+
+impl SharedOverwriteMap {
+    /// The commits of `spent` (each claim's hash and token), a request per
+    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS): one [`COMMIT_MANY`] per shard touched and 512
+    /// claims.
+    async fn commit_all(&self, via: Via, spent: &[(Hash128, String)]) -> Result<Vec<bool>, Error> {
+        let mut committed = Vec::with_capacity(spent.len());
+        for request in spent.chunks(crate::REQUEST_ITEMS) {
+            let items: Vec<Located> = request.iter().map(|(hash, _)| self.locate(*hash)).collect();
+            let mut answers = vec![false; request.len()];
+            let args = |i: usize| {
+                [
+                    (items[i].offset / 8).to_string().into_bytes(),
+                    items[i].fingerprint.to_be_bytes().to_vec(),
+                    request[i].1.clone().into_bytes(),
+                ]
+            };
+            let (answered, failed) = self.per_shard(via, &COMMIT_MANY, &items, &[], args).await?;
+            if let Some(failed) = failed {
+                return Err(failed);
+            }
+            for (i, answer) in answered {
+                answers[i] = answer;
+            }
+            committed.extend(answers);
+        }
+        Ok(committed)
+    }
+
+    /// Runs `script` once per shard of `items` and [`CLAIMS_PER_SCRIPT`] of its items, in one
+    /// request: its `ARGV` the shard's guard offset, `before`, the three arguments `args` gives
+    /// each of its items, and the creation id. The index and answer (1: `true`, 0: `false`) of
+    /// every item a script answered, and the first script's failure (a lost shard or leases:
+    /// `Missing`; a reply of another shape: `Corrupt`) if any.
+    async fn per_shard(
+        &self,
+        via: Via,
+        script: &Lua,
+        items: &[Located],
+        before: &[Vec<u8>],
+        args: impl Fn(usize) -> [Vec<u8>; 3],
+    ) -> Result<(Vec<(usize, bool)>, Option<Error>), Error> {
+        // Per shard, its items in their order (one item's operations stay in order: one
+        // shard, its scripts in the order pushed, which the server runs in turn).
+        let mut by_shard = std::collections::BTreeMap::<usize, Vec<usize>>::new();
+        for (i, item) in items.iter().enumerate() {
+            by_shard.entry(item.shard).or_default().push(i);
+        }
+        let mut batch = Batch::default();
+        let mut scripts = Vec::new();
+        for (&s, mine) in &by_shard {
+            for part in mine.chunks(CLAIMS_PER_SCRIPT) {
+                let mut argv = Vec::with_capacity(2 + before.len() + 3 * part.len());
+                argv.push(self.guard_byte(s).to_string().into_bytes());
+                argv.extend(before.iter().cloned());
+                for &i in part {
+                    argv.extend(args(i));
+                }
+                argv.push(self.id.bytes());
+                let k = batch.key(&self.keys[s]);
+                batch.push_script(k, script, &[&self.keys[s], &self.leases[s]], &argv);
+                scripts.push((s, part));
+            }
+        }
+        let replies = self.server.send(via, &batch).await?;
+        let mut answers = Vec::with_capacity(items.len());
+        let mut failed = None;
+        for ((s, part), reply) in scripts.into_iter().zip(replies) {
+            let corrupt = |what: &Value| {
+                Error::corrupt(
+                    &self.keys[s],
+                    format!("a script of {} items answered {what:?}", part.len()),
+                )
+            };
+            match reply {
+                Value::Array(values) if values.len() == part.len() => {
+                    for (&i, value) in part.iter().zip(values) {
+                        match value {
+                            Value::Int(1) => answers.push((i, true)),
+                            Value::Int(0) => answers.push((i, false)),
+                            other => {
+                                failed.get_or_insert_with(|| corrupt(&other));
+                            }
+                        }
+                    }
+                }
+                Value::Int(-1) => {
+                    failed.get_or_insert_with(|| Error::Missing {
+                        name: self.name.clone(),
+                        key: self.keys[s].clone(),
+                    });
+                }
+                Value::Int(-2) => {
+                    failed.get_or_insert_with(|| Error::Missing {
+                        name: self.name.clone(),
+                        key: self.leases[s].clone(),
+                    });
+                }
+                other => {
+                    failed.get_or_insert_with(|| corrupt(&other));
+                }
+            }
+        }
+        Ok((answers, failed))
+    }
 }
 
 impl SharedOverwriteMap {
@@ -271,6 +474,153 @@ impl SharedOverwriteMap {
     pub async fn claim_hash_async(&self, hash: Hash128) -> Result<Option<SharedClaim<'_>>, Error> {
         self.claim_via(Via::Async, hash).await
     }
+
+    /// Claims every item of `items`: per item, in order, what [`claim`](Self::claim) would
+    /// answer one by one (an item given twice gets at most one claim). One round trip per
+    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items: one script per shard touched and 512
+    /// items, each claim made as `claim` makes it (racing claims of an item, single or in
+    /// batches, from any process: exactly one gets it).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim); then no claim is returned, and those the call made are
+    /// forgotten first (as dropped claims are: the items' redeliveries get through). After an
+    /// [`Error::Connection`], or an error reply from the server, the items of the request that
+    /// failed **may be claimed with no [`SharedClaim`]**: their redeliveries are refused until
+    /// the lease ends, and processed after.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use seen_redis::{Server, SharedOverwriteMap};
+    /// # let server = Server::open("redis://127.0.0.1:6379")?;
+    /// let map = SharedOverwriteMap::builder("inbox", 1_000_000).open_or_create(&server)?;
+    /// let claims = map.claim_many(["msg-1", "msg-2", "msg-1"])?;
+    /// assert!(claims[0].is_some() && claims[1].is_some() && claims[2].is_none());
+    /// for claim in claims.into_iter().flatten() {
+    ///     // ... process the message ...
+    ///     claim.commit()?;
+    /// }
+    /// # Ok::<(), seen_redis::Error>(())
+    /// ```
+    #[must_use = "dropping the claims at once forgets their items: `commit` each"]
+    pub fn claim_many<'a, T, I>(&self, items: I) -> Result<Vec<Option<SharedClaim<'_>>>, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        self.claim_many_hashes(items.into_iter().map(|item| self.hasher.hash_item(item)))
+    }
+
+    /// [`claim_many`](Self::claim_many) of hashes from [`hasher`](Self::hasher).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim_many`](Self::claim_many).
+    #[must_use = "dropping the claims at once forgets their items: `commit` each"]
+    pub fn claim_many_hashes<I: IntoIterator<Item = Hash128>>(
+        &self,
+        hashes: I,
+    ) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
+        let hashes: Vec<Hash128> = hashes.into_iter().collect();
+        // The claims of a failed call are dropped (forgotten) here, outside `block_on`.
+        let (claims, failed) = self
+            .server
+            .block_on(self.claim_many_via(Via::Blocking, &hashes));
+        answer_or_forget(claims, failed)
+    }
+
+    /// [`claim_many`](Self::claim_many), on the tokio connection (the claims' drops spawn
+    /// their forgets, as [`claim_async`](Self::claim_async)'s).
+    ///
+    /// # Errors
+    ///
+    /// As [`claim_many`](Self::claim_many).
+    #[must_use = "dropping the claims at once forgets their items: `commit` each"]
+    pub async fn claim_many_async<'a, T, I>(
+        &self,
+        items: I,
+    ) -> Result<Vec<Option<SharedClaim<'_>>>, Error>
+    where
+        T: Hash + ?Sized + 'a,
+        I: IntoIterator<Item = &'a T>,
+    {
+        let hashes: Vec<Hash128> = items
+            .into_iter()
+            .map(|item| self.hasher.hash_item(item))
+            .collect();
+        self.claim_many_hashes_async(hashes).await
+    }
+
+    /// [`claim_many_hashes`](Self::claim_many_hashes), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`claim_many`](Self::claim_many).
+    #[must_use = "dropping the claims at once forgets their items: `commit` each"]
+    pub async fn claim_many_hashes_async<I: IntoIterator<Item = Hash128>>(
+        &self,
+        hashes: I,
+    ) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
+        let hashes: Vec<Hash128> = hashes.into_iter().collect();
+        let (claims, failed) = self.claim_many_via(Via::Async, &hashes).await;
+        answer_or_forget(claims, failed)
+    }
+
+    /// The claims of `hashes`, a request per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items,
+    /// up to the first error; with it, every claim made so far, for the caller to drop.
+    async fn claim_many_via(
+        &self,
+        via: Via,
+        hashes: &[Hash128],
+    ) -> (Vec<Option<SharedClaim<'_>>>, Option<Error>) {
+        let mut claims = Vec::with_capacity(hashes.len());
+        for request in hashes.chunks(crate::REQUEST_ITEMS) {
+            if let Err(failed) = self.claim_request(via, request, &mut claims).await {
+                return (claims, Some(failed));
+            }
+        }
+        (claims, None)
+    }
+
+    /// One request of [`claim_many_via`](Self::claim_many_via): appends a claim or `None` per
+    /// item of `hashes` (on an error too, for every item a script answered 1, so that each
+    /// claim made is held, and forgotten when dropped).
+    async fn claim_request<'m>(
+        &'m self,
+        via: Via,
+        hashes: &[Hash128],
+        claims: &mut Vec<Option<SharedClaim<'m>>>,
+    ) -> Result<(), Error> {
+        let items: Vec<Located> = hashes.iter().map(|&hash| self.locate(hash)).collect();
+        let tokens: Vec<String> = hashes.iter().map(|_| token()).collect();
+        let lease = self.lease_millis().to_string().into_bytes();
+        let args = |i: usize| {
+            [
+                (items[i].offset / 8).to_string().into_bytes(),
+                items[i].fingerprint.to_be_bytes().to_vec(),
+                tokens[i].clone().into_bytes(),
+            ]
+        };
+        let (answered, failed) = self
+            .per_shard(via, &CLAIM_MANY, &items, &[lease], args)
+            .await?;
+        let mut claimed = vec![false; hashes.len()];
+        for (i, answer) in answered {
+            claimed[i] = answer;
+        }
+        let spawn = via == Via::Async;
+        claims.extend(
+            hashes
+                .iter()
+                .zip(tokens)
+                .zip(claimed)
+                .map(|((&hash, token), claimed)| {
+                    claimed.then(|| SharedClaim::new(self, hash, token, spawn))
+                }),
+        );
+        failed.map_or(Ok(()), Err)
+    }
 }
 
 /// An item claimed in a [`SharedOverwriteMap`] for at-least-once processing (from
@@ -386,6 +736,67 @@ impl<'a> SharedClaim<'a> {
             .lease_answer(s, self.map.server.send(via, &batch).await?)
     }
 
+    /// Commits every claim of `claims` (of one map or several): per claim, in order, what
+    /// [`commit`](Self::commit) would answer (`false` for one committed or forgotten before).
+    /// One round trip per map and [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) claims: one script
+    /// per shard touched and 512 claims.
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Self::commit), and every claim is spent either way (none forgets its
+    /// item): after an error, the claims of the request that failed and of the maps not
+    /// reached yet keep their leases until they end.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use seen_redis::{Server, SharedClaim, SharedOverwriteMap};
+    /// # let server = Server::open("redis://127.0.0.1:6379")?;
+    /// let map = SharedOverwriteMap::builder("inbox", 1_000_000).open_or_create(&server)?;
+    /// let claims: Vec<SharedClaim> = map.claim_many(["msg-1", "msg-2"])?.into_iter().flatten().collect();
+    /// // ... process the messages ...
+    /// assert_eq!(SharedClaim::commit_many(claims)?, [true, true]);
+    /// # Ok::<(), seen_redis::Error>(())
+    /// ```
+    pub fn commit_many(
+        claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    ) -> Result<Vec<bool>, Error> {
+        let (spent, maps) = spend_all(claims);
+        let mut answers = vec![false; spent.len()];
+        for (map, mine) in maps {
+            let request: Vec<(Hash128, String)> =
+                mine.iter().filter_map(|&i| spent[i].clone()).collect();
+            let committed = map
+                .server
+                .block_on(map.commit_all(Via::Blocking, &request))?;
+            for (i, answer) in mine.into_iter().zip(committed) {
+                answers[i] = answer;
+            }
+        }
+        Ok(answers)
+    }
+
+    /// [`commit_many`](Self::commit_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`commit_many`](Self::commit_many).
+    pub async fn commit_many_async(
+        claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    ) -> Result<Vec<bool>, Error> {
+        let (spent, maps) = spend_all(claims);
+        let mut answers = vec![false; spent.len()];
+        for (map, mine) in maps {
+            let request: Vec<(Hash128, String)> =
+                mine.iter().filter_map(|&i| spent[i].clone()).collect();
+            let committed = map.commit_all(Via::Async, &request).await?;
+            for (i, answer) in mine.into_iter().zip(committed) {
+                answers[i] = answer;
+            }
+        }
+        Ok(answers)
+    }
+
     /// Extends the lease to [`lease`](SharedOverwriteMap::lease) from now, for processing
     /// that takes longer than the lease. `Ok(false)` if the lease was no longer this claim's
     /// (it ended and was taken over or swept): stop processing, or accept a second one.
@@ -455,6 +866,36 @@ impl<'a> SharedClaim<'a> {
     pub fn hash(&self) -> Option<Hash128> {
         self.hash
     }
+}
+
+/// Per claim, its hash and token, or `None` if it was committed or forgotten before; and the
+/// maps the claims belong to, each with the indices of its live claims, in order.
+type Spent<'a> = (
+    Vec<Option<(Hash128, String)>>,
+    Vec<(&'a SharedOverwriteMap, Vec<usize>)>,
+);
+
+/// Spends `claims` (their drops then do nothing): see [`Spent`].
+fn spend_all<'a>(claims: impl IntoIterator<Item = SharedClaim<'a>>) -> Spent<'a> {
+    let mut spent = Vec::new();
+    let mut maps: Vec<(&'a SharedOverwriteMap, Vec<usize>)> = Vec::new();
+    for mut claim in claims {
+        let live = claim
+            .hash
+            .take()
+            .map(|hash| (hash, std::mem::take(&mut claim.token)));
+        if live.is_some() {
+            match maps
+                .iter_mut()
+                .find(|(map, _)| std::ptr::eq(*map, claim.map))
+            {
+                Some((_, mine)) => mine.push(spent.len()),
+                None => maps.push((claim.map, vec![spent.len()])),
+            }
+        }
+        spent.push(live);
+    }
+    (spent, maps)
 }
 
 impl Drop for SharedClaim<'_> {

@@ -934,3 +934,119 @@ fn a_failed_batch_commit_forgets_nothing() {
             .all(Option::is_none)
     );
 }
+
+/// A batch claim whose second request meets a stalled server fails within a few timeouts:
+/// the claims of its first request (8,192) are forgotten in one more request, not one round
+/// trip each (each of which would wait its own timeout). Found by a hostile review.
+#[test]
+fn a_stalled_server_fails_a_batch_claim_within_a_few_timeouts() {
+    use seen_test_server::{Action, Proxy, has};
+    let mut redis = RedisServer::start();
+    let direct = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("stall", 1 << 16)
+        .shards(2)
+        .create(&direct)
+        .unwrap();
+    let shard = |item: &u64| MapSlot::new(map.hasher().hash_item(item), map.buckets()).slot() >> 15;
+    let all = distinct_slots(&map, 20_000);
+    let mut items: Vec<u64> = all
+        .iter()
+        .copied()
+        .filter(|i| shard(i) == 0)
+        .take(seen_redis::REQUEST_ITEMS)
+        .collect();
+    assert_eq!(items.len(), seen_redis::REQUEST_ITEMS);
+    items.extend(all.iter().copied().filter(|i| shard(i) == 1).take(10));
+    let proxy = Proxy::start(&redis);
+    let timeout = std::time::Duration::from_millis(500);
+    let proxied = Server::builder(&proxy.url())
+        .timeout(timeout)
+        .open()
+        .unwrap();
+    let pmap = SharedOverwriteMap::open(&proxied, "stall").unwrap();
+    drop(pmap.claim_many([&u64::MAX]).unwrap()); // the scripts are cached
+    let shard1 = map.keys()[1].clone();
+    // Holds the second request (the only one naming shard 1).
+    proxy.arm(move |chunk| has(chunk, &shard1), 0, Action::Hold);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let (pmap, items) = (&pmap, &items);
+        s.spawn(move || {
+            let started = std::time::Instant::now();
+            let result = pmap.claim_many(items).map(|c| c.len());
+            tx.send((result, started.elapsed())).unwrap();
+        });
+        proxy.wait_held();
+        redis.stop();
+        let got = rx.recv_timeout(timeout * 20);
+        redis.resume();
+        proxy.release();
+        let (result, took) = got.unwrap_or_else(|_| {
+            let (result, took) = rx.recv().unwrap();
+            panic!("no answer within 20 timeouts; {result:?} after {took:?}")
+        });
+        assert!(
+            matches!(result, Err(ref e) if e.is_unknown_outcome()),
+            "{result:?} after {took:?}"
+        );
+    });
+}
+
+/// An error reply to one shard's script (its leases hash replaced by a string) fails the
+/// batch without hiding the other shards' claims: they are forgotten, and a later batch gets
+/// them all. Found by a hostile review.
+#[test]
+fn an_error_reply_on_one_shard_forgets_the_other_shards_claims() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("wrongtype", 1 << 16)
+        .shards(4)
+        .create(&server)
+        .unwrap();
+    let items = distinct_slots(&map, 2_000);
+    let mut conn = redis.client();
+    let _: () = redis::cmd("SET")
+        .arg("seen:{wrongtype:3}:leases")
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    match map.claim_many(&items) {
+        Err(Error::Server { code, .. }) => assert_eq!(code, "WRONGTYPE"),
+        other => panic!("{other:?}"),
+    }
+    let live: Vec<u64> = items
+        .iter()
+        .copied()
+        .filter(|i| MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot() < 3 << 14)
+        .collect();
+    assert!(live.len() > 1_000);
+    let again = map.claim_many(&live).unwrap();
+    let refused = again.iter().filter(|c| c.is_none()).count();
+    assert_eq!(
+        refused,
+        0,
+        "{refused} of {} items held by lost claims",
+        live.len()
+    );
+    // `forget_many` erases them in one call: each `true`, then claimable again; a claim
+    // committed before answers `false`.
+    let mut claims: Vec<SharedClaim> = again.into_iter().flatten().collect();
+    let committed = claims.pop().unwrap();
+    let last = live[live.len() - 1];
+    assert!(committed.commit().unwrap());
+    let forgotten = SharedClaim::forget_many(claims).unwrap();
+    assert!(forgotten.iter().all(|&f| f));
+    let third = map.claim_many(&live).unwrap();
+    for (item, claim) in live.iter().zip(&third) {
+        assert_eq!(claim.is_some(), *item != last, "item {item}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let answers = runtime
+        .block_on(SharedClaim::forget_many_async(third.into_iter().flatten()))
+        .unwrap();
+    assert_eq!(answers.len(), live.len() - 1);
+    assert!(answers.iter().all(|&f| f));
+}

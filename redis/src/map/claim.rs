@@ -209,6 +209,35 @@ return answers",
     )
 });
 
+/// Forgets of several claims of one shard, in order, each exactly as [`RELEASE`], the guards
+/// read once: the arguments as [`COMMIT_MANY`]'s. The answers (1: erased, 0: not) in an array,
+/// or -1 / -2 for a lost shard or leases (nothing written).
+static RELEASE_MANY: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "release_many",
+        r"local id = ARGV[#ARGV]
+local g = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
+local answers = {}
+for i = 2, #ARGV - 1, 3 do
+  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local v = redis.call('HGET', KEYS[2], field)
+  local answer = 0
+  if v and string.sub(v, 1, 8) == fp and string.sub(v, -#token - 1) == ':' .. token then
+    redis.call('HDEL', KEYS[2], field)
+    local at = tonumber(field)
+    if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then
+      redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
+      answer = 1
+    end
+  end
+  answers[#answers + 1] = answer
+end
+return answers",
+    )
+});
+
 /// A token no other claim has: this process's random state, its id, a count.
 fn token() -> String {
     use std::hash::{BuildHasher, Hasher};
@@ -226,25 +255,16 @@ fn token() -> String {
     format!("{:x}-{:x}", *PROCESS, COUNT.fetch_add(1, Relaxed))
 }
 
-/// The claims of a batch, or its error once they are dropped (each forgets its item).
-fn answer_or_forget(
-    claims: Vec<Option<SharedClaim<'_>>>,
-    failed: Option<Error>,
-) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
-    match failed {
-        None => Ok(claims),
-        Some(failed) => {
-            drop(claims);
-            Err(failed)
-        }
-    }
-}
-
 impl SharedOverwriteMap {
-    /// The commits of `spent` (each claim's hash and token), a request per
-    /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS): one [`COMMIT_MANY`] per shard touched and 512
-    /// claims.
-    async fn commit_all(&self, via: Via, spent: &[(Hash128, String)]) -> Result<Vec<bool>, Error> {
+    /// The commits ([`COMMIT_MANY`]) or forgets ([`RELEASE_MANY`]) of `spent` (each claim's
+    /// hash and token), a request per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS): one script per
+    /// shard touched and 512 claims. Stops at the first request that fails.
+    async fn settle_all(
+        &self,
+        via: Via,
+        script: &Lua,
+        spent: &[(Hash128, String)],
+    ) -> Result<Vec<bool>, Error> {
         let mut committed = Vec::with_capacity(spent.len());
         for request in spent.chunks(crate::REQUEST_ITEMS) {
             let items: Vec<Located> = request.iter().map(|(hash, _)| self.locate(*hash)).collect();
@@ -256,7 +276,7 @@ impl SharedOverwriteMap {
                     request[i].1.clone().into_bytes(),
                 ]
             };
-            let (answered, failed) = self.per_shard(via, &COMMIT_MANY, &items, &[], args).await?;
+            let (answered, failed) = self.per_shard(via, script, &items, &[], args).await?;
             if let Some(failed) = failed {
                 return Err(failed);
             }
@@ -288,6 +308,7 @@ impl SharedOverwriteMap {
             by_shard.entry(item.shard).or_default().push(i);
         }
         let mut batch = Batch::default();
+        batch.errors_per_command();
         let mut scripts = Vec::new();
         for (&s, mine) in &by_shard {
             for part in mine.chunks(CLAIMS_PER_SCRIPT) {
@@ -336,6 +357,9 @@ impl SharedOverwriteMap {
                         name: self.name.clone(),
                         key: self.leases[s].clone(),
                     });
+                }
+                Value::ServerError(err) => {
+                    failed.get_or_insert_with(|| Error::from_reply(&self.keys[s], &err));
                 }
                 other => {
                     failed.get_or_insert_with(|| corrupt(&other));
@@ -476,7 +500,8 @@ impl SharedOverwriteMap {
     }
 
     /// Claims every item of `items`: per item, in order, what [`claim`](Self::claim) would
-    /// answer one by one (an item given twice gets at most one claim). One round trip per
+    /// answer one by one (an item given twice gets one claim, unless an item given between
+    /// the two took its slot, as one by one). One round trip per
     /// [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items: one script per shard touched and 512
     /// items, each claim made as `claim` makes it (racing claims of an item, single or in
     /// batches, from any process: exactly one gets it).
@@ -484,10 +509,12 @@ impl SharedOverwriteMap {
     /// # Errors
     ///
     /// As [`claim`](Self::claim); then no claim is returned, and those the call made are
-    /// forgotten first (as dropped claims are: the items' redeliveries get through). After an
-    /// [`Error::Connection`], or an error reply from the server, the items of the request that
-    /// failed **may be claimed with no [`SharedClaim`]**: their redeliveries are refused until
-    /// the lease ends, and processed after.
+    /// forgotten first, in one more request (the items' redeliveries get through; if that
+    /// request fails too, their leases end by themselves). After an [`Error::Connection`],
+    /// the items of the request that failed **may be claimed with no [`SharedClaim`]**: their
+    /// redeliveries are refused until the lease ends, and processed after. An error reply to
+    /// one shard's script (a key of another type, the server out of memory) does not hide the
+    /// other shards' claims: they are forgotten with the rest.
     ///
     /// # Examples
     ///
@@ -523,11 +550,8 @@ impl SharedOverwriteMap {
         hashes: I,
     ) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
         let hashes: Vec<Hash128> = hashes.into_iter().collect();
-        // The claims of a failed call are dropped (forgotten) here, outside `block_on`.
-        let (claims, failed) = self
-            .server
-            .block_on(self.claim_many_via(Via::Blocking, &hashes));
-        answer_or_forget(claims, failed)
+        self.server
+            .block_on(self.claim_many_via(Via::Blocking, &hashes))
     }
 
     /// [`claim_many`](Self::claim_many), on the tokio connection (the claims' drops spawn
@@ -563,24 +587,28 @@ impl SharedOverwriteMap {
         hashes: I,
     ) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
         let hashes: Vec<Hash128> = hashes.into_iter().collect();
-        let (claims, failed) = self.claim_many_via(Via::Async, &hashes).await;
-        answer_or_forget(claims, failed)
+        self.claim_many_via(Via::Async, &hashes).await
     }
 
-    /// The claims of `hashes`, a request per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items,
-    /// up to the first error; with it, every claim made so far, for the caller to drop.
+    /// The claims of `hashes`, a request per [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) items. On
+    /// an error, the claims made so far are forgotten first ([`RELEASE_MANY`]: a request per
+    /// 8,192 of them, not a round trip each, up to the first that fails; after that their
+    /// leases end by themselves), so that the call fails within one more timeout.
     async fn claim_many_via(
         &self,
         via: Via,
         hashes: &[Hash128],
-    ) -> (Vec<Option<SharedClaim<'_>>>, Option<Error>) {
+    ) -> Result<Vec<Option<SharedClaim<'_>>>, Error> {
         let mut claims = Vec::with_capacity(hashes.len());
         for request in hashes.chunks(crate::REQUEST_ITEMS) {
             if let Err(failed) = self.claim_request(via, request, &mut claims).await {
-                return (claims, Some(failed));
+                let (spent, _) = spend_all(claims.into_iter().flatten());
+                let spent: Vec<(Hash128, String)> = spent.into_iter().flatten().collect();
+                let _ = self.settle_all(via, &RELEASE_MANY, &spent).await;
+                return Err(failed);
             }
         }
-        (claims, None)
+        Ok(claims)
     }
 
     /// One request of [`claim_many_via`](Self::claim_many_via): appends a claim or `None` per
@@ -643,6 +671,9 @@ impl SharedOverwriteMap {
 ///   that the item stays remembered for good (until another item overwrites its slot).
 /// - [`forget`](Self::forget) / [`forget_async`](Self::forget_async): processing failed;
 ///   clears the slot if the lease is still this claim's, and says whether it did.
+/// - [`commit_many`](Self::commit_many) / [`forget_many`](Self::forget_many) (and their
+///   `_async` forms): the same for a batch of claims, in one round trip per map and 8,192
+///   claims (dropping a batch costs a round trip per claim).
 /// - **Dropped** without either: forgets as `forget` does, ignoring errors (the lease ends
 ///   by itself if the server cannot be reached). A claim from [`claim`](SharedOverwriteMap::claim)
 ///   blocks for that round trip; one from [`claim_async`](SharedOverwriteMap::claim_async)
@@ -761,19 +792,7 @@ impl<'a> SharedClaim<'a> {
     pub fn commit_many(
         claims: impl IntoIterator<Item = SharedClaim<'a>>,
     ) -> Result<Vec<bool>, Error> {
-        let (spent, maps) = spend_all(claims);
-        let mut answers = vec![false; spent.len()];
-        for (map, mine) in maps {
-            let request: Vec<(Hash128, String)> =
-                mine.iter().filter_map(|&i| spent[i].clone()).collect();
-            let committed = map
-                .server
-                .block_on(map.commit_all(Via::Blocking, &request))?;
-            for (i, answer) in mine.into_iter().zip(committed) {
-                answers[i] = answer;
-            }
-        }
-        Ok(answers)
+        settle_blocking(claims, &COMMIT_MANY)
     }
 
     /// [`commit_many`](Self::commit_many), on the tokio connection.
@@ -784,17 +803,34 @@ impl<'a> SharedClaim<'a> {
     pub async fn commit_many_async(
         claims: impl IntoIterator<Item = SharedClaim<'a>>,
     ) -> Result<Vec<bool>, Error> {
-        let (spent, maps) = spend_all(claims);
-        let mut answers = vec![false; spent.len()];
-        for (map, mine) in maps {
-            let request: Vec<(Hash128, String)> =
-                mine.iter().filter_map(|&i| spent[i].clone()).collect();
-            let committed = map.commit_all(Via::Async, &request).await?;
-            for (i, answer) in mine.into_iter().zip(committed) {
-                answers[i] = answer;
-            }
-        }
-        Ok(answers)
+        settle_async(claims, &COMMIT_MANY).await
+    }
+
+    /// Forgets every claim of `claims` (of one map or several): per claim, in order, what
+    /// [`forget`](Self::forget) would answer (`false` for one committed or forgotten before).
+    /// One round trip per map and [`REQUEST_ITEMS`](crate::REQUEST_ITEMS) claims, where
+    /// dropping them costs one each: what a consumer calls when a batch failed.
+    ///
+    /// # Errors
+    ///
+    /// The server's errors. Every claim is spent either way: after an error, the claims not
+    /// forgotten keep their leases until they end (their items' redeliveries are refused
+    /// until then, and processed after), as for a dropped claim whose forget fails.
+    pub fn forget_many(
+        claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    ) -> Result<Vec<bool>, Error> {
+        settle_blocking(claims, &RELEASE_MANY)
+    }
+
+    /// [`forget_many`](Self::forget_many), on the tokio connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`forget_many`](Self::forget_many).
+    pub async fn forget_many_async(
+        claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    ) -> Result<Vec<bool>, Error> {
+        settle_async(claims, &RELEASE_MANY).await
     }
 
     /// Extends the lease to [`lease`](SharedOverwriteMap::lease) from now, for processing
@@ -866,6 +902,45 @@ impl<'a> SharedClaim<'a> {
     pub fn hash(&self) -> Option<Hash128> {
         self.hash
     }
+}
+
+/// [`SharedClaim::commit_many`] or [`SharedClaim::forget_many`]: spends `claims`, then runs
+/// `script` on each map's live claims, blocking.
+fn settle_blocking<'a>(
+    claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    script: &Lua,
+) -> Result<Vec<bool>, Error> {
+    let (spent, maps) = spend_all(claims);
+    let mut answers = vec![false; spent.len()];
+    for (map, mine) in maps {
+        let request: Vec<(Hash128, String)> =
+            mine.iter().filter_map(|&i| spent[i].clone()).collect();
+        let settled = map
+            .server
+            .block_on(map.settle_all(Via::Blocking, script, &request))?;
+        for (i, answer) in mine.into_iter().zip(settled) {
+            answers[i] = answer;
+        }
+    }
+    Ok(answers)
+}
+
+/// [`settle_blocking`] on the tokio connections.
+async fn settle_async<'a>(
+    claims: impl IntoIterator<Item = SharedClaim<'a>>,
+    script: &Lua,
+) -> Result<Vec<bool>, Error> {
+    let (spent, maps) = spend_all(claims);
+    let mut answers = vec![false; spent.len()];
+    for (map, mine) in maps {
+        let request: Vec<(Hash128, String)> =
+            mine.iter().filter_map(|&i| spent[i].clone()).collect();
+        let settled = map.settle_all(Via::Async, script, &request).await?;
+        for (i, answer) in mine.into_iter().zip(settled) {
+            answers[i] = answer;
+        }
+    }
+    Ok(answers)
 }
 
 /// Per claim, its hash and token, or `None` if it was committed or forgotten before; and the

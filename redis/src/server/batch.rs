@@ -20,6 +20,9 @@ pub(crate) struct Batch {
     /// Per command, for a `BITFIELD` pushed by [`push_fields`](Batch::push_fields): the
     /// integers its reply must hold.
     pub(super) fields: Vec<Option<usize>>,
+    /// Error replies are handed to the caller with the others (each command's own failure),
+    /// instead of failing the request ([`errors_per_command`](Batch::errors_per_command)).
+    pub(super) errors_per_command: bool,
 }
 
 impl Batch {
@@ -48,6 +51,13 @@ impl Batch {
     pub(crate) fn push_fields(&mut self, key: usize, cmd: Cmd, fields: usize) {
         self.push(key, cmd);
         self.fields[self.cmds.len() - 1] = Some(fields);
+    }
+
+    /// Hands error replies to the caller among the others, so that one command's failure
+    /// does not hide what the others did (a batch of claims: the claims made by the scripts
+    /// that answered are held, and forgotten).
+    pub(crate) fn errors_per_command(&mut self) {
+        self.errors_per_command = true;
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -96,7 +106,10 @@ impl Batch {
     /// The scripts of `replies` answered `NOSCRIPT`, as a batch of their `EVAL`s, and where
     /// their replies go; `None` if there is none.
     pub(super) fn noscript(&self, replies: &[Value]) -> Option<(Batch, Vec<usize>)> {
-        let mut again = Batch::default();
+        let mut again = Batch {
+            errors_per_command: self.errors_per_command,
+            ..Batch::default()
+        };
         let mut at = Vec::new();
         for (i, eval) in &self.evals {
             if let Some(Value::ServerError(err)) = replies.get(*i)
@@ -143,7 +156,9 @@ impl Batch {
             ));
         }
         for (i, reply) in replies.iter().enumerate() {
-            if let Value::ServerError(err) = reply {
+            if let Value::ServerError(err) = reply
+                && !self.errors_per_command
+            {
                 return Err(Error::from_reply(&self.names[self.keys[i]], err));
             }
         }

@@ -71,6 +71,30 @@ fn exact_stats_give_the_keys_their_memory_and_the_collision_bound() {
     }
 }
 
+/// `seen` with `args` and `input` on standard input, in an address space of `kib` KiB
+/// (`ulimit -v`: the system refuses allocations past it).
+#[cfg(target_os = "linux")]
+fn seen_in_address_space(kib: u32, args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_seen"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feed = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&feed);
+    });
+    let out = common::wait_with_deadline(child, &format!("seen {args:?} in {kib} KiB"));
+    writer.join().unwrap();
+    out
+}
+
 /// An exact set that cannot grow ends the run with one line and status 2, the records decided
 /// before it written; not an abort.
 #[cfg(target_os = "linux")]
@@ -78,22 +102,7 @@ fn exact_stats_give_the_keys_their_memory_and_the_collision_bound() {
 fn exact_out_of_memory_is_one_line_and_status_2() {
     // 4M lines, 3.2M distinct: a table of 45 MiB or more, past a 48 MiB address space.
     let input = lines(4_000_000);
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 49152 && exec \"$0\" dedup --exact --threads 1")
-        .arg(env!("CARGO_BIN_EXE_seen"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let feed = input.clone();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&feed);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
+    let out = seen_in_address_space(49152, &["dedup", "--exact", "--threads", "1"], &input);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -120,7 +129,6 @@ fn a_growth_the_system_refuses_ends_the_run_at_its_record() {
     // 4M lines, 3.2M distinct, at 1e-9 from 1,000 keys: the layer after 2M keys (32 MB) does
     // not fit in a 64 MiB address space.
     let input = lines(4_000_000);
-    let bin = env!("CARGO_BIN_EXE_seen");
     let dir = common::scratch("growth-refused");
     // With `--state` and two threads, the memory runs out elsewhere first under any limit
     // (the run then says the state is not saved: `failures.rs`); the commits are the same code.
@@ -138,23 +146,7 @@ fn a_growth_the_system_refuses_ends_the_run_at_its_record() {
         if with_state {
             args.extend(["--state", state.to_str().unwrap()]);
         }
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -v 65536 && exec \"$0\" \"$@\"")
-            .arg(bin)
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let feed = input.clone();
-        let writer = std::thread::spawn(move || {
-            let _ = stdin.write_all(&feed);
-        });
-        let out = common::wait_with_deadline(child, "a run whose growth is refused");
-        writer.join().unwrap();
+        let out = seen_in_address_space(65536, &args, &input);
         let err = String::from_utf8(out.stderr).unwrap();
         let case = format!("{args:?}: {err}");
         assert_eq!(out.status.code(), Some(2), "{case}");

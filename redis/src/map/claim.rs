@@ -127,6 +127,46 @@ return 1"
     )
 });
 
+/// The start of every script on a batch of one shard's claims: `ARGV[1]` the guard's offset,
+/// the last `ARGV` the creation id; -1 (shard) or -2 (leases) if a guard is not that id.
+macro_rules! many_guards {
+    () => {
+        r"local id = ARGV[#ARGV]
+local g = tonumber(ARGV[1])
+if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
+if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
+"
+    };
+}
+
+/// A script that settles a batch of one shard's claims ([`COMMIT_MANY`], [`RELEASE_MANY`]):
+/// per claim whose lease is its own, the lease deleted, then `$held` (which sets `answer`) if
+/// the slot still holds the claimed fingerprint.
+macro_rules! settle_many {
+    ($held:expr) => {
+        concat!(
+            many_guards!(),
+            r"local answers = {}
+for i = 2, #ARGV - 1, 3 do
+  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local v = redis.call('HGET', KEYS[2], field)
+  local answer = 0
+  if v and string.sub(v, 1, 8) == fp and string.sub(v, -#token - 1) == ':' .. token then
+    redis.call('HDEL', KEYS[2], field)
+    local at = tonumber(field)
+    if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then
+      ",
+            $held,
+            r"
+    end
+  end
+  answers[#answers + 1] = answer
+end
+return answers"
+        )
+    };
+}
+
 /// The most claims one [`CLAIM_MANY`] script makes: a script holds the server while it runs
 /// (about a millisecond for 512 claims), as the `BITFIELD`s of a batch insert hold it for
 /// their 512 slots.
@@ -143,11 +183,9 @@ const CLAIMS_PER_SCRIPT: usize = 512;
 static CLAIM_MANY: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "claim_many",
-        r"local id = ARGV[#ARGV]
-local g = tonumber(ARGV[1])
-if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
-if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
-local t = redis.call('TIME')
+        concat!(
+            many_guards!(),
+            r"local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lease = tonumber(ARGV[2])
 local function ends(v) return tonumber(string.match(string.sub(v, 9), '^(%d+)')) end
@@ -178,7 +216,8 @@ for i = 3, #ARGV - 1, 3 do
   end
   answers[#answers + 1] = answer
 end
-return answers",
+return answers"
+        ),
     )
 });
 
@@ -186,28 +225,8 @@ return answers",
 /// read once: `ARGV[1]` the guard's offset, then per claim its slot's first byte, its
 /// fingerprint's 8 bytes and its token, and last the creation id. The answers (1 or 0) in an
 /// array, or -1 / -2 for a lost shard or leases (nothing written).
-static COMMIT_MANY: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(
-        "commit_many",
-        r"local id = ARGV[#ARGV]
-local g = tonumber(ARGV[1])
-if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
-if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
-local answers = {}
-for i = 2, #ARGV - 1, 3 do
-  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local v = redis.call('HGET', KEYS[2], field)
-  local answer = 0
-  if v and string.sub(v, 1, 8) == fp and string.sub(v, -#token - 1) == ':' .. token then
-    redis.call('HDEL', KEYS[2], field)
-    local at = tonumber(field)
-    if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then answer = 1 end
-  end
-  answers[#answers + 1] = answer
-end
-return answers",
-    )
-});
+static COMMIT_MANY: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new("commit_many", settle_many!("answer = 1")));
 
 /// Forgets of several claims of one shard, in order, each exactly as [`RELEASE`], the guards
 /// read once: the arguments as [`COMMIT_MANY`]'s. The answers (1: erased, 0: not) in an array,
@@ -215,26 +234,10 @@ return answers",
 static RELEASE_MANY: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(
         "release_many",
-        r"local id = ARGV[#ARGV]
-local g = tonumber(ARGV[1])
-if redis.call('GETRANGE', KEYS[1], g, g + 7) ~= id then return -1 end
-if redis.call('HGET', KEYS[2], 'guard') ~= id then return -2 end
-local answers = {}
-for i = 2, #ARGV - 1, 3 do
-  local field, fp, token = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local v = redis.call('HGET', KEYS[2], field)
-  local answer = 0
-  if v and string.sub(v, 1, 8) == fp and string.sub(v, -#token - 1) == ':' .. token then
-    redis.call('HDEL', KEYS[2], field)
-    local at = tonumber(field)
-    if redis.call('GETRANGE', KEYS[1], at, at + 7) == fp then
-      redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
-      answer = 1
-    end
-  end
-  answers[#answers + 1] = answer
-end
-return answers",
+        settle_many!(
+            r"redis.call('SETRANGE', KEYS[1], at, '\0\0\0\0\0\0\0\0')
+      answer = 1"
+        ),
     )
 });
 
@@ -265,42 +268,35 @@ impl SharedOverwriteMap {
         script: &Lua,
         spent: &[(Hash128, String)],
     ) -> Result<Vec<bool>, Error> {
-        let mut committed = Vec::with_capacity(spent.len());
+        let mut settled = Vec::with_capacity(spent.len());
         for request in spent.chunks(crate::REQUEST_ITEMS) {
-            let items: Vec<Located> = request.iter().map(|(hash, _)| self.locate(*hash)).collect();
-            let mut answers = vec![false; request.len()];
-            let args = |i: usize| {
-                [
-                    (items[i].offset / 8).to_string().into_bytes(),
-                    items[i].fingerprint.to_be_bytes().to_vec(),
-                    request[i].1.clone().into_bytes(),
-                ]
-            };
-            let (answered, failed) = self.per_shard(via, script, &items, &[], args).await?;
+            let (answered, failed) = self.per_shard(via, script, request, &[]).await?;
             if let Some(failed) = failed {
                 return Err(failed);
             }
+            let mut answers = vec![false; request.len()];
             for (i, answer) in answered {
                 answers[i] = answer;
             }
-            committed.extend(answers);
+            settled.extend(answers);
         }
-        Ok(committed)
+        Ok(settled)
     }
 
-    /// Runs `script` once per shard of `items` and [`CLAIMS_PER_SCRIPT`] of its items, in one
-    /// request: its `ARGV` the shard's guard offset, `before`, the three arguments `args` gives
-    /// each of its items, and the creation id. The index and answer (1: `true`, 0: `false`) of
-    /// every item a script answered, and the first script's failure (a lost shard or leases:
-    /// `Missing`; a reply of another shape: `Corrupt`) if any.
+    /// Runs `script` once per shard of `claims` (each an item's hash and its claim's token)
+    /// and [`CLAIMS_PER_SCRIPT`] of them, in one request: its `ARGV` the shard's guard offset,
+    /// `before`, per claim its slot's first byte, its fingerprint's 8 bytes and its token, and
+    /// the creation id. The index and answer (1: `true`, 0: `false`) of every claim a script
+    /// answered, and the first script's failure (a lost shard or leases: `Missing`; an error
+    /// reply: `Server`; a reply of another shape: `Corrupt`) if any.
     async fn per_shard(
         &self,
         via: Via,
         script: &Lua,
-        items: &[Located],
+        claims: &[(Hash128, String)],
         before: &[Vec<u8>],
-        args: impl Fn(usize) -> [Vec<u8>; 3],
     ) -> Result<(Vec<(usize, bool)>, Option<Error>), Error> {
+        let items: Vec<Located> = claims.iter().map(|(hash, _)| self.locate(*hash)).collect();
         // Per shard, its items in their order (one item's operations stay in order: one
         // shard, its scripts in the order pushed, which the server runs in turn).
         let mut by_shard = std::collections::BTreeMap::<usize, Vec<usize>>::new();
@@ -316,7 +312,9 @@ impl SharedOverwriteMap {
                 argv.push(self.guard_byte(s).to_string().into_bytes());
                 argv.extend(before.iter().cloned());
                 for &i in part {
-                    argv.extend(args(i));
+                    argv.push((items[i].offset / 8).to_string().into_bytes());
+                    argv.push(items[i].fingerprint.to_be_bytes().to_vec());
+                    argv.push(claims[i].1.clone().into_bytes());
                 }
                 argv.push(self.id.bytes());
                 let k = batch.key(&self.keys[s]);
@@ -620,30 +618,18 @@ impl SharedOverwriteMap {
         hashes: &[Hash128],
         claims: &mut Vec<Option<SharedClaim<'m>>>,
     ) -> Result<(), Error> {
-        let items: Vec<Located> = hashes.iter().map(|&hash| self.locate(hash)).collect();
-        let tokens: Vec<String> = hashes.iter().map(|_| token()).collect();
+        let made: Vec<(Hash128, String)> = hashes.iter().map(|&hash| (hash, token())).collect();
         let lease = self.lease_millis().to_string().into_bytes();
-        let args = |i: usize| {
-            [
-                (items[i].offset / 8).to_string().into_bytes(),
-                items[i].fingerprint.to_be_bytes().to_vec(),
-                tokens[i].clone().into_bytes(),
-            ]
-        };
-        let (answered, failed) = self
-            .per_shard(via, &CLAIM_MANY, &items, &[lease], args)
-            .await?;
+        let (answered, failed) = self.per_shard(via, &CLAIM_MANY, &made, &[lease]).await?;
         let mut claimed = vec![false; hashes.len()];
         for (i, answer) in answered {
             claimed[i] = answer;
         }
         let spawn = via == Via::Async;
         claims.extend(
-            hashes
-                .iter()
-                .zip(tokens)
+            made.into_iter()
                 .zip(claimed)
-                .map(|((&hash, token), claimed)| {
+                .map(|((hash, token), claimed)| {
                     claimed.then(|| SharedClaim::new(self, hash, token, spawn))
                 }),
         );

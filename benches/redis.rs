@@ -13,6 +13,12 @@
 //! - `bloom insert new` / `bloom insert repeated` / `bloom contains`: a `SharedBloomFilter` of
 //!   capacity `ITEMS` at 1% (word layout, the default), `insert_many` of the ids, then
 //!   `insert_many` of the same ids again, then `contains_many` of them.
+//! - `line insert new` / `line insert repeated` / `line contains`: the same with the line
+//!   layout (what `seen dedup --redis` uses by default).
+//! - `window insert new` / `window insert repeated` / `window contains`: the same with a
+//!   `SharedWindowedBloomFilter` of capacity `ITEMS` per period at 1%, 7 periods of an hour
+//!   (8 live generations, so every lookup reads 9 keys: the 8 and the next), no rotation
+//!   during the run.
 //! - `SET NX new` / `SET NX repeated` / `EXISTS`: a pipeline of `SET id 1 NX` per batch, then
 //!   the same again, then a pipeline of `EXISTS id`. `SET NX PX new`: with `PX 3600000`.
 //! - `map claim_many new`: a `SharedOverwriteMap` of 4 x `ITEMS` buckets, `claim_many` of
@@ -40,20 +46,95 @@
 //! Run: `cargo bench -p seen-benches --bench redis` (about 1.5 minutes on 2 shared vCPUs).
 //! `SEEN_REDIS_ITEMS`, `SEEN_REDIS_RUNS`, `SEEN_REDIS_CLIENTS` (e.g. `1,4`) override the
 //! defaults (400,000, 3, `1,4,32`: 1,000,000 takes about 6 minutes here); `SEEN_REDIS_ONLY` picks cases among
-//! `bloom,setnx,px,script,claim` (for profiling one).
+//! `bloom,line,window,setnx,px,script,claim` (for profiling one).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use redis::{Connection, Value};
 use seen::BlockBits;
+use seen::Layout;
 use seen::hash::{ItemHasher, StableHasher};
 use seen::sizing::BlockedSizing;
-use seen_redis::{Server, SharedBloomFilter, SharedClaim, SharedOverwriteMap};
+use seen_redis::{
+    Server, SharedBloomFilter, SharedClaim, SharedOverwriteMap, SharedWindowedBloomFilter,
+};
 use seen_test_server::RedisServer;
 
 /// Ids per batch: one `insert_many` / `contains_many`, or one pipeline.
 const BATCH: usize = 1000;
+
+/// The windowed filter's periods: 8 live generations, the one written and 7 read.
+const WINDOW_PERIODS: u32 = 7;
+
+/// The shared filter a case runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `SharedBloomFilter`, word layout.
+    Word,
+    /// `SharedBloomFilter`, line layout.
+    Line,
+    /// `SharedWindowedBloomFilter`, word layout, `WINDOW_PERIODS` periods of an hour.
+    Window,
+}
+
+impl Kind {
+    /// Its cases: inserts of new ids, of the same ids again, lookups.
+    fn cases(self) -> [&'static str; 3] {
+        match self {
+            Kind::Word => [
+                "bloom insert new",
+                "bloom insert repeated",
+                "bloom contains",
+            ],
+            Kind::Line => ["line insert new", "line insert repeated", "line contains"],
+            Kind::Window => [
+                "window insert new",
+                "window insert repeated",
+                "window contains",
+            ],
+        }
+    }
+}
+
+/// The batch calls the filter cases make.
+trait Filter: Sync {
+    /// `insert_many` (or `contains_many`) of `ids`; how many were new (or present).
+    fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize;
+    fn keys(&self) -> Vec<String>;
+}
+
+impl Filter for SharedBloomFilter {
+    fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize {
+        let ids = ids.iter().map(String::as_str);
+        if insert {
+            self.insert_many(ids, out)
+        } else {
+            self.contains_many(ids, out)
+        }
+        .expect("a batch")
+    }
+
+    fn keys(&self) -> Vec<String> {
+        SharedBloomFilter::keys(self).to_vec()
+    }
+}
+
+impl Filter for SharedWindowedBloomFilter {
+    fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize {
+        let ids = ids.iter().map(String::as_str);
+        if insert {
+            self.insert_many(ids, out)
+        } else {
+            self.contains_many(ids, out)
+        }
+        .expect("a batch")
+    }
+
+    fn keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
 
 /// The Redisson-style insert: set every bit, answer 1 if one was 0.
 const SETBIT_SCRIPT: &str = "local new = 0 \
@@ -323,33 +404,50 @@ impl Bench {
         }
     }
 
-    fn bloom(&mut self, d: &Data, clients: usize) {
+    fn bloom(&mut self, d: &Data, clients: usize, kind: Kind) {
         let n = d.ids.len();
         self.probe.flush();
         let empty = self.probe.data_memory();
-        let filter = SharedBloomFilter::builder("bench", n as u64)
-            .fpr(0.01)
-            .create(&d.server)
-            .expect("create the filter");
-        assert_eq!(filter.sizing().hashes, d.sizing.hashes);
+        let filter: Box<dyn Filter> = match kind {
+            Kind::Word | Kind::Line => {
+                let layout = if kind == Kind::Word {
+                    Layout::Word
+                } else {
+                    Layout::Line
+                };
+                let filter = SharedBloomFilter::builder("bench", n as u64)
+                    .fpr(0.01)
+                    .layout(layout)
+                    .create(&d.server)
+                    .expect("create the filter");
+                if kind == Kind::Word {
+                    assert_eq!(filter.sizing().hashes, d.sizing.hashes);
+                }
+                Box::new(filter)
+            }
+            Kind::Window => Box::new(
+                SharedWindowedBloomFilter::builder("bench", n as u64)
+                    .fpr(0.01)
+                    .periods(WINDOW_PERIODS)
+                    .period(Duration::from_secs(3600))
+                    .create(&d.server)
+                    .expect("create the windowed filter"),
+            ),
+        };
         let ids = &d.ids;
         let run = |insert: bool| {
-            let filter = &filter;
+            let filter = &*filter;
             on_threads(clients, n, &move |lo, hi| {
                 let mut out = Vec::with_capacity(BATCH);
                 let mut count = 0;
                 for (b, e) in batches(lo, hi) {
                     out.clear();
-                    count += if insert {
-                        filter.insert_many(ids[b..e].iter().map(String::as_str), &mut out)
-                    } else {
-                        filter.contains_many(ids[b..e].iter().map(String::as_str), &mut out)
-                    }
-                    .expect("a batch");
+                    count += filter.many(insert, &ids[b..e], &mut out);
                 }
                 count
             })
         };
+        let [new, repeated, contains] = kind.cases();
         self.start();
         let m = run(true);
         // Answers "new" but for false positives among the earlier ids (under 1%).
@@ -359,12 +457,12 @@ impl Bench {
             m.answered
         );
         let memory = self.probe.data_memory() - empty;
-        if self.key_bytes.is_none() {
+        if kind == Kind::Word && self.key_bytes.is_none() {
             let mut bytes = 0;
             for key in filter
                 .keys()
                 .iter()
-                .chain([&format!("seen:{{{}}}:meta", filter.name())])
+                .chain([&format!("seen:{{{}}}:meta", "bench")])
             {
                 let usage: Option<u64> = redis::cmd("MEMORY")
                     .arg("USAGE")
@@ -375,15 +473,15 @@ impl Bench {
             }
             self.key_bytes = Some(bytes as f64 / n as f64);
         }
-        self.record("bloom insert new", clients, &m, Some(memory));
+        self.record(new, clients, &m, Some(memory));
         self.start();
         let m = run(true);
         assert_eq!(m.answered, 0, "repeated ids answered new");
-        self.record("bloom insert repeated", clients, &m, None);
+        self.record(repeated, clients, &m, None);
         self.start();
         let m = run(false);
         assert_eq!(m.answered, n, "inserted ids not found");
-        self.record("bloom contains", clients, &m, None);
+        self.record(contains, clients, &m, None);
     }
 
     fn set_nx(&mut self, d: &Data, clients: usize, px: bool) {
@@ -550,12 +648,18 @@ fn main() {
         d.sizing.hashes
     );
     let only = std::env::var("SEEN_REDIS_ONLY")
-        .unwrap_or_else(|_| "bloom,setnx,px,script,claim".to_owned());
+        .unwrap_or_else(|_| "bloom,line,window,setnx,px,script,claim".to_owned());
     let on = |case: &str| only.split(',').any(|c| c.trim() == case);
     for run in 0..runs {
         for &c in &clients {
             if on("bloom") {
-                bench.bloom(&d, c);
+                bench.bloom(&d, c, Kind::Word);
+            }
+            if on("line") {
+                bench.bloom(&d, c, Kind::Line);
+            }
+            if on("window") {
+                bench.bloom(&d, c, Kind::Window);
             }
             if on("setnx") {
                 bench.set_nx(&d, c, false);
@@ -589,6 +693,12 @@ fn report(results: &BTreeMap<(&'static str, usize), Figures>, clients: &[usize])
         "bloom insert new",
         "bloom insert repeated",
         "bloom contains",
+        "line insert new",
+        "line insert repeated",
+        "line contains",
+        "window insert new",
+        "window insert repeated",
+        "window contains",
         "SET NX new",
         "SET NX repeated",
         "SET NX PX new",
@@ -646,6 +756,21 @@ fn report(results: &BTreeMap<(&'static str, usize), Figures>, clients: &[usize])
             m("bloom insert repeated", c) / m("SET NX repeated", c),
             bytes("SET NX new") / bytes("bloom insert new"),
             m("map claim_many", c) / m("bloom insert new", c),
+        );
+    }
+    println!(
+        "\n| clients | line lookups / EXISTS (>= 0.9) | line repeated / SET NX new (>= 0.8) | line repeated / SET NX repeated | window new / bloom new (>= 0.5) | window repeated / bloom repeated | window lookups / bloom lookups |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for &c in clients {
+        println!(
+            "| {c} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            m("line contains", c) / m("EXISTS", c),
+            m("line insert repeated", c) / m("SET NX new", c),
+            m("line insert repeated", c) / m("SET NX repeated", c),
+            m("window insert new", c) / m("bloom insert new", c),
+            m("window insert repeated", c) / m("bloom insert repeated", c),
+            m("window contains", c) / m("bloom contains", c),
         );
     }
     println!(

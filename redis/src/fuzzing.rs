@@ -79,7 +79,7 @@ impl Replay {
         self.log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((batch.commands().to_vec(), replies.to_vec()));
+            .push((batch.commands(), replies.to_vec()));
     }
 }
 

@@ -38,30 +38,37 @@ fn assert_missing<T: std::fmt::Debug>(what: &str, result: Result<T, Error>) {
 fn a_lost_shard_written_again_at_full_length_stays_missing_for_every_handle() {
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
-    let builder = SharedBloomFilter::builder("lost-full", 100).shards(1);
-    let filter = builder.open_or_create(&server).unwrap();
-    let before = keys("before", 100);
-    assert_eq!(count_new(&filter, &before).unwrap(), 100);
-    assert_eq!(del(&redis, filter.keys()), 1);
-    // Enough items to touch every block of the shard: its last one too, so that a write
-    // re-creates the key at full length.
-    let after = keys("after", 5_000);
-    for round in 0..3 {
-        assert_missing(&format!("insert round {round}"), count_new(&filter, &after));
+    // Both layouts: the line layout reads whole blocks by `GETRANGE`, with the guard read
+    // after them in a command of its own.
+    for layout in [seen::Layout::Word, seen::Layout::Line] {
+        let name = format!("lost-full-{layout:?}");
+        let builder = SharedBloomFilter::builder(&name, 100)
+            .shards(1)
+            .layout(layout);
+        let filter = builder.open_or_create(&server).unwrap();
+        let before = keys("before", 100);
+        assert_eq!(count_new(&filter, &before).unwrap(), 100);
+        assert_eq!(del(&redis, filter.keys()), 1);
+        // Enough items to touch every block of the shard: its last one too, so that a write
+        // re-creates the key at full length.
+        let after = keys("after", 5_000);
+        for round in 0..3 {
+            assert_missing(&format!("insert round {round}"), count_new(&filter, &after));
+        }
+        assert_missing("lookup", count_hits(&filter, &before));
+        assert_missing("insert of an old item", filter.insert("before-1"));
+        // A handle opened afterwards, by open or by the every-process line, is told the same.
+        let fresh = SharedBloomFilter::open(&server, &name).unwrap();
+        assert_missing("a fresh handle's lookup", count_hits(&fresh, &before));
+        let again = builder.open_or_create(&server).unwrap();
+        assert_missing("open_or_create's lookup", count_hits(&again, &before));
+        assert!(matches!(builder.create(&server), Err(Error::Exists { .. })));
+        // Destroyed and created again, it starts empty: the user's decision, not a write's.
+        again.destroy().unwrap();
+        let new = builder.create(&server).unwrap();
+        assert_eq!(count_hits(&new, &before).unwrap(), 0);
+        assert_eq!(count_new(&new, &before).unwrap(), 100);
     }
-    assert_missing("lookup", count_hits(&filter, &before));
-    assert_missing("insert of an old item", filter.insert("before-1"));
-    // A handle opened afterwards, by open or by the every-process line, is told the same.
-    let fresh = SharedBloomFilter::open(&server, "lost-full").unwrap();
-    assert_missing("a fresh handle's lookup", count_hits(&fresh, &before));
-    let again = builder.open_or_create(&server).unwrap();
-    assert_missing("open_or_create's lookup", count_hits(&again, &before));
-    assert!(matches!(builder.create(&server), Err(Error::Exists { .. })));
-    // Destroyed and created again, it starts empty: the user's decision, not a write's.
-    again.destroy().unwrap();
-    let new = builder.create(&server).unwrap();
-    assert_eq!(count_hits(&new, &before).unwrap(), 0);
-    assert_eq!(count_new(&new, &before).unwrap(), 100);
 }
 
 /// The same through `FLUSHALL` with the description gone too: a handle kept from before is

@@ -43,10 +43,18 @@ pub(super) struct Written {
 
 /// The read of a batch: for each item, where its words' values are in the replies.
 pub(super) struct Read {
-    /// Per item, per word of its block with a bit: (reply index, position in the reply).
-    pub(super) at: Vec<Vec<(usize, usize)>>,
-    /// Per command, the shard it reads (its first value is the shard's guard).
-    pub(super) shards: Vec<usize>,
+    pub(super) at: Places,
+    /// Per command whose first value is a shard's guard: its index and the shard.
+    pub(super) guards: Vec<(usize, usize)>,
+}
+
+/// Where each item's words are in a read's replies.
+pub(super) enum Places {
+    /// A word block: per item, per word of its block with a bit, (reply index, position in
+    /// the reply), in `BITFIELD_RO` commands of many items.
+    Fields(Vec<Vec<(usize, usize)>>),
+    /// A line block: per item, the reply index of the `GETRANGE` of its whole block.
+    Ranges(Vec<usize>),
 }
 
 impl SharedBloomFilter {
@@ -126,9 +134,13 @@ impl SharedBloomFilter {
         batch
     }
 
-    /// The read of `items`: per shard touched, `BITFIELD_RO` commands of the shard's guard and
-    /// up to [`MAX_FIELDS`] `GET i64` of the items' words.
+    /// The read of `items`: for a word block, per shard touched, `BITFIELD_RO` commands of
+    /// the shard's guard and up to [`MAX_FIELDS`] `GET i64` of the items' words; for a line
+    /// block, [`read_ranges`](Self::read_ranges).
     pub(super) fn read_batch(&self, items: &[Located]) -> (Batch, Read) {
+        if self.words_per_block() > 1 {
+            return self.read_ranges(items);
+        }
         // Per shard: its GETs so far, cut into commands of MAX_FIELDS.
         let mut per_shard: Vec<Vec<Vec<u64>>> = vec![Vec::new(); self.keys.len()];
         let mut at = Vec::with_capacity(items.len());
@@ -152,7 +164,7 @@ impl SharedBloomFilter {
         }
         let mut batch = Batch::default();
         let mut first_cmd = vec![0; self.keys.len()];
-        let mut shards = Vec::new();
+        let mut guards = Vec::new();
         for (s, gets) in per_shard.iter().enumerate() {
             if gets.is_empty() {
                 continue;
@@ -166,8 +178,8 @@ impl SharedBloomFilter {
                 for offset in offsets {
                     cmd.arg("GET").arg("i64").arg(offset);
                 }
+                guards.push((batch.len(), s));
                 batch.push_fields(k, cmd, offsets.len() + 1);
-                shards.push(s);
             }
         }
         let at = at
@@ -178,14 +190,70 @@ impl SharedBloomFilter {
                     .collect()
             })
             .collect();
-        (batch, Read { at, shards })
+        (
+            batch,
+            Read {
+                at: Places::Fields(at),
+                guards,
+            },
+        )
     }
 
-    /// `Ok` if every command's first value, its shard's guard, says the shard is there.
-    pub(super) fn check_guards(&self, shards: &[usize], replies: &[Value]) -> Result<(), Error> {
-        for (reply, &s) in replies.iter().zip(shards) {
-            let guard = match reply {
-                Value::Array(values) => values.first(),
+    /// The read of line blocks: per item a `GETRANGE` of its block's bytes, and per shard
+    /// touched, after its items' reads, a `BITFIELD_RO` of its guard alone (a guard there
+    /// after the reads means the shard was there during them: a lost shard is never made
+    /// again with its guard).
+    ///
+    /// One command and one reply per item, where `BITFIELD_RO` takes a field and a reply
+    /// integer per word with a bit (about 5 of a line's 8 at 1%): the server's time and the
+    /// client's parsing per item are about an `EXISTS`'s (`benches/redis.rs`, `line
+    /// contains`).
+    fn read_ranges(&self, items: &[Located]) -> (Batch, Read) {
+        let bytes = self.words_per_block() * 8;
+        let mut per_shard: Vec<Vec<usize>> = vec![Vec::new(); self.keys.len()];
+        for (i, item) in items.iter().enumerate() {
+            per_shard[item.shard].push(i);
+        }
+        let mut batch = Batch::default();
+        let mut at = vec![0; items.len()];
+        let mut guards = Vec::new();
+        for (s, mine) in per_shard.iter().enumerate() {
+            if mine.is_empty() {
+                continue;
+            }
+            let k = batch.key(&self.keys[s]);
+            for &i in mine {
+                let first = items[i].word * 8;
+                let mut cmd = redis::cmd("GETRANGE");
+                cmd.arg(&self.keys[s]).arg(first).arg(first + bytes - 1);
+                at[i] = batch.len();
+                batch.push(k, cmd);
+            }
+            let mut cmd = redis::cmd("BITFIELD_RO");
+            cmd.arg(&self.keys[s]);
+            guard::get(&mut cmd, self.guard_byte(s));
+            guards.push((batch.len(), s));
+            batch.push_fields(k, cmd, 1);
+        }
+        (
+            batch,
+            Read {
+                at: Places::Ranges(at),
+                guards,
+            },
+        )
+    }
+
+    /// `Ok` if the first value of every command in `guards` (its index and shard), the
+    /// shard's guard, says the shard is there.
+    pub(super) fn check_guards(
+        &self,
+        guards: impl IntoIterator<Item = (usize, usize)>,
+        replies: &[Value],
+    ) -> Result<(), Error> {
+        for (i, s) in guards {
+            let guard = match replies.get(i) {
+                Some(Value::Array(values)) => values.first(),
                 _ => None,
             };
             guard::check(&self.name, &self.keys[s], self.id, guard)?;
@@ -193,36 +261,63 @@ impl SharedBloomFilter {
         Ok(())
     }
 
-    /// Each item's words (as many as its block has; the words with no bit of it are 0).
+    /// Each item's words (as many as its block has; a word with no bit of the item may read
+    /// as 0).
     pub(super) fn after_read(
         &self,
         items: &[Located],
         read: &Read,
         replies: &[Value],
     ) -> Result<Vec<[u64; 8]>, Error> {
-        self.check_guards(&read.shards, replies)?;
+        self.check_guards(read.guards.iter().copied(), replies)?;
         let mut words = Vec::with_capacity(items.len());
-        for (item, places) in items.iter().zip(&read.at) {
-            let mut mine = [0u64; 8];
-            let mut places = places.iter();
-            for (j, mask) in item.bits.masks().iter().enumerate() {
-                if *mask == 0 {
-                    continue;
+        match &read.at {
+            Places::Fields(at) => {
+                for (item, places) in items.iter().zip(at) {
+                    let mut mine = [0u64; 8];
+                    let mut places = places.iter();
+                    for (j, mask) in item.bits.masks().iter().enumerate() {
+                        if *mask == 0 {
+                            continue;
+                        }
+                        let &(cmd, pos) = places.next().expect("one place per word with a bit");
+                        let value = match &replies[cmd] {
+                            Value::Array(values) => values.get(pos),
+                            _ => None,
+                        };
+                        let Some(Value::Int(value)) = value else {
+                            return Err(Error::corrupt(
+                                &self.keys[item.shard],
+                                format!("BITFIELD_RO answered {:?}", replies[cmd]),
+                            ));
+                        };
+                        mine[j] = *value as u64;
+                    }
+                    words.push(mine);
                 }
-                let &(cmd, pos) = places.next().expect("one place per word with a bit");
-                let value = match &replies[cmd] {
-                    Value::Array(values) => values.get(pos),
-                    _ => None,
-                };
-                let Some(Value::Int(value)) = value else {
-                    return Err(Error::corrupt(
-                        &self.keys[item.shard],
-                        format!("BITFIELD_RO answered {:?}", replies[cmd]),
-                    ));
-                };
-                mine[j] = *value as u64;
             }
-            words.push(mine);
+            Places::Ranges(at) => {
+                let bytes = self.words_per_block() as usize * 8;
+                for (item, &cmd) in items.iter().zip(at) {
+                    // The shard is there (its guard, read after): a block of another length
+                    // is no block of it.
+                    let block = match replies.get(cmd) {
+                        Some(Value::BulkString(b)) if b.len() == bytes => b,
+                        other => {
+                            return Err(Error::corrupt(
+                                &self.keys[item.shard],
+                                format!("GETRANGE of a {bytes}-byte block answered {other:?}"),
+                            ));
+                        }
+                    };
+                    let mut mine = [0u64; 8];
+                    for (word, chunk) in mine.iter_mut().zip(block.chunks_exact(8)) {
+                        // BITFIELD's offset 0 is the first byte's high bit: big-endian.
+                        *word = u64::from_be_bytes(chunk.try_into().expect("8 bytes"));
+                    }
+                    words.push(mine);
+                }
+            }
         }
         Ok(words)
     }
@@ -305,7 +400,7 @@ impl SharedBloomFilter {
         write: &Write,
         replies: &[Value],
     ) -> Result<Vec<bool>, Error> {
-        self.check_guards(&write.shards, replies)?;
+        self.check_guards(write.shards.iter().copied().enumerate(), replies)?;
         let mut new = vec![false; items.len()];
         for w in &write.written {
             let old = match replies.get(w.reply) {

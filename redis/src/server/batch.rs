@@ -9,14 +9,18 @@ use crate::Error;
 /// order. Commands on one key run in the order given.
 #[derive(Default)]
 pub(crate) struct Batch {
-    pub(super) cmds: Vec<Cmd>,
+    /// The commands, in a pipeline that sends them as they are (built once, never copied:
+    /// cloning every command into a pipeline per request cost a line-layout lookup about a
+    /// fifth of its client time).
+    pub(super) pipe: redis::Pipeline,
     pub(super) keys: Vec<usize>,
     pub(super) names: Vec<String>,
     /// Each name's index in `names`.
     pub(super) index: std::collections::HashMap<String, usize>,
     /// Per script pushed by [`push_script`](Batch::push_script): its command's index and the
-    /// same invocation as `EVAL` (the script's text), for a server that answers `NOSCRIPT`.
-    pub(super) evals: Vec<(usize, Cmd)>,
+    /// script's text, for the same invocation as `EVAL` ([`eval`](Batch::eval)) to a server
+    /// that answers `NOSCRIPT`.
+    pub(super) evals: Vec<(usize, &'static str)>,
     /// Per command, for a `BITFIELD` pushed by [`push_fields`](Batch::push_fields): the
     /// integers its reply must hold.
     pub(super) fields: Vec<Option<usize>>,
@@ -38,7 +42,8 @@ impl Batch {
 
     /// Appends `cmd`, a command on the key [`key`](Self::key) returned.
     pub(crate) fn push(&mut self, key: usize, cmd: Cmd) {
-        self.cmds.push(cmd);
+        self.pipe.add_command(cmd);
+        self.pipe.ignore_errors();
         self.keys.push(key);
         self.fields.push(None);
     }
@@ -50,7 +55,7 @@ impl Batch {
     /// or a broken server's, and no answer may come from it).
     pub(crate) fn push_fields(&mut self, key: usize, cmd: Cmd, fields: usize) {
         self.push(key, cmd);
-        self.fields[self.cmds.len() - 1] = Some(fields);
+        self.fields[self.pipe.len() - 1] = Some(fields);
     }
 
     /// Hands error replies to the caller among the others, so that one command's failure
@@ -61,7 +66,7 @@ impl Batch {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.cmds.len()
+        self.pipe.len()
     }
 
     /// Appends an invocation of `script` on `keys` (all in one slot;
@@ -79,28 +84,44 @@ impl Batch {
         keys: &[&str],
         args: &[Vec<u8>],
     ) {
-        let invocation = |name: &str, body: &str| {
-            let mut cmd = redis::cmd(name);
-            cmd.arg(body).arg(keys.len());
-            for key in keys {
-                cmd.arg(*key);
-            }
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
-            cmd
-        };
-        self.evals
-            .push((self.cmds.len(), invocation("EVAL", script.source())));
-        self.push(key, invocation("EVALSHA", script.sha()));
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.sha()).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        for arg in args {
+            cmd.arg(arg.as_slice());
+        }
+        self.evals.push((self.pipe.len(), script.source()));
+        self.push(key, cmd);
     }
 
-    /// Command `i` as a cluster sends it: a script as `EVAL`, anything else as pushed.
-    pub(super) fn cluster_cmd(&self, i: usize) -> &Cmd {
-        match self.evals.binary_search_by_key(&i, |(at, _)| *at) {
-            Ok(j) => &self.evals[j].1,
-            Err(_) => &self.cmds[i],
+    /// A script's invocation `cmd` as `EVAL` of its text `source`, the rest as pushed. Built
+    /// when needed, not with every script (its arguments copied once more for each
+    /// invocation cost the client about a microsecond per item of a windowed insert).
+    fn eval(cmd: &Cmd, source: &str) -> Cmd {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(source);
+        // `push_script` gave only plain arguments (no cursor).
+        for arg in cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
         }
+        eval
+    }
+
+    /// The commands as a cluster sends them: a script as `EVAL`, anything else as pushed.
+    pub(super) fn cluster_cmds(&self) -> Vec<Cmd> {
+        let mut scripts = self.evals.iter().peekable();
+        self.pipe
+            .cmd_iter()
+            .enumerate()
+            .map(|(i, cmd)| match scripts.next_if(|(at, _)| *at == i) {
+                Some((_, source)) => Self::eval(cmd, source),
+                None => cmd.clone(),
+            })
+            .collect()
     }
 
     /// The scripts of `replies` answered `NOSCRIPT`, as a batch of their `EVAL`s, and where
@@ -111,26 +132,30 @@ impl Batch {
             ..Batch::default()
         };
         let mut at = Vec::new();
-        for (i, eval) in &self.evals {
-            if let Some(Value::ServerError(err)) = replies.get(*i)
+        let mut scripts = self.evals.iter().peekable();
+        for (i, cmd) in self.pipe.cmd_iter().enumerate() {
+            let Some((_, source)) = scripts.next_if(|(at, _)| *at == i) else {
+                continue;
+            };
+            if let Some(Value::ServerError(err)) = replies.get(i)
                 && err.code() == "NOSCRIPT"
             {
-                let k = again.key(&self.names[self.keys[*i]]);
-                again.push(k, eval.clone());
-                at.push(*i);
+                let k = again.key(&self.names[self.keys[i]]);
+                again.push(k, Self::eval(cmd, source));
+                at.push(i);
             }
         }
         (!at.is_empty()).then_some((again, at))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.cmds.is_empty()
+        self.pipe.is_empty()
     }
 
     /// The commands, in order.
     #[cfg(any(test, fuzzing))]
-    pub(crate) fn commands(&self) -> &[Cmd] {
-        &self.cmds
+    pub(crate) fn commands(&self) -> Vec<Cmd> {
+        self.pipe.cmd_iter().cloned().collect()
     }
 
     /// The key command `i` is about.
@@ -149,10 +174,10 @@ impl Batch {
     /// The replies, checked: one per command, none an error reply, each `BITFIELD`'s as many
     /// integers as it has fields ([`push_fields`](Self::push_fields)).
     pub(super) fn check(&self, replies: Vec<Value>) -> Result<Vec<Value>, Error> {
-        if replies.len() != self.cmds.len() {
+        if replies.len() != self.len() {
             return Err(Error::corrupt(
                 self.first_key(),
-                format!("{} replies to {} commands", replies.len(), self.cmds.len()),
+                format!("{} replies to {} commands", replies.len(), self.len()),
             ));
         }
         for (i, reply) in replies.iter().enumerate() {
@@ -181,12 +206,9 @@ impl Batch {
         Ok(replies)
     }
 
-    pub(super) fn pipeline(&self) -> redis::Pipeline {
-        let mut pipe = redis::Pipeline::with_capacity(self.cmds.len());
-        for cmd in &self.cmds {
-            pipe.add_command(cmd.clone());
-        }
-        pipe.ignore_errors();
-        pipe
+    /// The commands as one pipeline, whose error replies come back among the others
+    /// ([`check`](Self::check) then reads them).
+    pub(super) fn pipeline(&self) -> &redis::Pipeline {
+        &self.pipe
     }
 }

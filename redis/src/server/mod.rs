@@ -471,12 +471,16 @@ impl Server {
         mut deadline: Instant,
     ) -> Result<Vec<Value>, Error> {
         let mut replies = vec![Value::Nil; batch.len()];
+        let mut cmds: Vec<Option<redis::Cmd>> =
+            batch.cluster_cmds().into_iter().map(Some).collect();
         for key in 0..batch.names.len() {
             let mut pipe = redis::Pipeline::new();
             let mut at = Vec::new();
-            for i in 0..batch.len() {
-                if batch.keys[i] == key {
-                    pipe.add_command(batch.cluster_cmd(i).clone());
+            for (i, cmd) in cmds.iter_mut().enumerate() {
+                if batch.keys[i] == key
+                    && let Some(cmd) = cmd.take()
+                {
+                    pipe.add_command(cmd);
                     at.push(i);
                 }
             }

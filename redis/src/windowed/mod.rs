@@ -121,27 +121,28 @@ use time::{Time, server_time};
 ///      from the insert that let it through (as locally);
 ///   2. per shard, one script (`EVALSHA`, or `EVAL` after `NOSCRIPT`) over the shard's keys of
 ///      generations `g`, `g - 1` (if `n >= 1`) and `g + 1` and its ledger, for up to 256
-///      items, each with every one of its bits for `g` and the bits the read found unset in
-///      `g - 1` and `g + 1`. It first checks
-///      every key it touches against the ledger (a lost one fails the batch, with nothing
-///      written), creates `g`'s key if it is new (with its guard and its ledger entry), and
-///      moves its expiry and ledger entry to the later end. For each item in turn, it reads
-///      the unset bits in `g - 1` and `g + 1` (`BITFIELD_RO ... GET u1`: one bit per field,
-///      so no 64-bit value passes through Lua's doubles); if one of them now has them all,
-///      the item is "not new" and nothing is written; otherwise one `BITFIELD ... SET u1`
-///      sets its bits in `g` and returns their old values, and the item is new if one was 0.
-///      (All of them, not only those the read found unset: if `g`'s key expired between the
-///      read and the script, for a handle whose clock lags, the script makes it again, and an
-///      item written with part of its bits would be answered "new" and not found after.) A script runs atomically: no other command on the server runs between its
-///      checks, its reads and its write.
+///      items, each with every one of its bits (the same offsets in every generation). It
+///      first checks every key it touches against the ledger (a lost one fails the batch,
+///      with nothing written), creates `g`'s key if it is new (with its guard and its ledger
+///      entry), and moves its expiry and ledger entry to the later end. It then reads the
+///      items' bits in `g - 1` and `g + 1`, where live (`BITFIELD_RO ... GET u1`: one bit per
+///      field, so no 64-bit value passes through Lua's doubles); an item one of them now
+///      holds whole is "not new" and gets no write. The others' bits are set in `g` in item
+///      order (`BITFIELD ... SET u1`, 500 fields per command), whose old values say which
+///      were new: an item is new if one of its bits was 0. Reading the neighbours for every
+///      item first gives what reading them item by item would: the script writes only `g`.
+///      (All the item's bits, not only those the read found unset: if `g`'s key expired
+///      between the read and the script, for a handle whose clock lags, the script makes it
+///      again, and an item written with part of its bits would be answered "new" and not
+///      found after.) A script runs atomically: no other command on the server runs between
+///      its checks, its reads and its writes.
 ///
 ///   Exactly one of any number of racing inserts of one new item is told "new", when the
 ///   racers' generations differ by at most one and `n >= 1`: every write of the item's bits is
 ///   such a script on its shard's slot, so the scripts run one after another. The first one
 ///   that answers "new" leaves all the item's bits set in its generation `h`. A later script
 ///   from a client in generation `h` finds them set (it sends all the item's bits), and one in
-///   `h ± 1` reads them in `h`, its `g ∓ 1` (the bits it sends there include every bit still
-///   unset, since bits are only set):
+///   `h ± 1` reads them all in `h`, its `g ∓ 1`:
 ///   both answer "not new", and so does every later read, which covers `h`. A racer's read
 ///   that finds nothing means no script had completed the item in a generation the read
 ///   covers, and the first script then finds it in neither neighbour and sets a bit of it
@@ -425,7 +426,7 @@ impl SharedWindowedBloomFilter {
             let (batch, read) = self.read_batch(&items, now);
             let replies = self.server.send(via, &batch).await?;
             let words = self.after_read(&items, &read, now, &replies)?;
-            let (batch, whose) = self.write_batch(&items, &words, &read, now);
+            let (batch, whose) = self.write_batch(&items, &words, now);
             let replies = self.server.send(via, &batch).await?;
             self.after_write(items.len(), &whose, now, &items, &replies)
         })

@@ -253,19 +253,20 @@ impl SharedWindowedBloomFilter {
             .collect()
     }
 
-    /// The string offsets of the item's bits that `words` lacks.
-    pub(super) fn unset(item: &Located, words: &[u64; 8], out: &mut Vec<Vec<u8>>) {
-        let mut offsets = Vec::new();
+    /// The item's bits as string offsets, after their count.
+    pub(super) fn offsets(item: &Located, out: &mut Vec<Vec<u8>>) {
+        let count = out.len();
+        out.push(Vec::new());
         for (j, mask) in item.bits.masks().iter().enumerate() {
-            let mut missing = mask & !words[j];
-            while missing != 0 {
-                let bit = missing.trailing_zeros();
-                missing &= missing - 1;
-                offsets.push((item.word + j as u64) * 64 + u64::from(63 - bit));
+            let mut bits = *mask;
+            while bits != 0 {
+                let bit = bits.trailing_zeros();
+                bits &= bits - 1;
+                let offset = (item.word + j as u64) * 64 + u64::from(63 - bit);
+                out.push(offset.to_string().into_bytes());
             }
         }
-        out.push(offsets.len().to_string().into_bytes());
-        out.extend(offsets.into_iter().map(|o| o.to_string().into_bytes()));
+        out[count] = (out.len() - count - 1).to_string().into_bytes();
     }
 
     /// The write of the items the read did not find: per shard, script calls over the keys of
@@ -275,7 +276,6 @@ impl SharedWindowedBloomFilter {
         &self,
         items: &[Located],
         words: &[Words],
-        read: &Read,
         now: Now,
     ) -> (Batch, Vec<Vec<usize>>) {
         let g = now.generation;
@@ -285,7 +285,6 @@ impl SharedWindowedBloomFilter {
             others.push(g - 1);
         }
         others.push(g + 1);
-        let index = |generation: u64| (generation - read.first) as usize;
         let mut per_shard: Vec<Vec<usize>> = vec![Vec::new(); self.shards as usize];
         for (i, (item, words)) in items.iter().zip(words).enumerate() {
             if !Self::found(item, words) {
@@ -316,12 +315,11 @@ impl SharedWindowedBloomFilter {
                 ];
                 args.extend(others.iter().map(|o| o.to_string().into_bytes()));
                 for &i in chunk {
-                    // Every bit in `g`, whatever the read found there: `g`'s key may have
-                    // expired since, and a key made again must get the whole item.
-                    Self::unset(&items[i], &[0; 8], &mut args);
-                    for &o in &others {
-                        Self::unset(&items[i], &words[i][index(o)], &mut args);
-                    }
+                    // Every bit, whatever the read found: `g`'s key may have expired since,
+                    // and a key made again must get the whole item; the script reads the
+                    // same bits in the neighbours (bits are only set, so finding them all set
+                    // there is finding set the ones the read found unset).
+                    Self::offsets(&items[i], &mut args);
                 }
                 args.push(self.id.bytes());
                 batch.push_script(k, &INSERT, &keys, &args);

@@ -8,9 +8,9 @@ use crate::script::Lua;
 
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
 /// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard's
-/// offset, then one generation number per generation key, then per item, per generation key
-/// in order, a count and that many bit offsets (the item's bits that the read found unset in
-/// that key), and last the creation id (every guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
+/// offset, then one generation number per generation key, then per item a count and that many
+/// bit offsets (all its bits: the same in every generation), and last the creation id (every
+/// guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
 /// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
 /// [`SharedWindowedBloomFilter`]'s docs.
 pub(super) static INSERT: LazyLock<Lua> = LazyLock::new(|| {
@@ -49,39 +49,81 @@ if deadline > was then
   redis.call('HSET', ledger, ARGV[3], deadline)
   redis.call('PEXPIREAT', KEYS[1], deadline)
 end
-local out = {}
+-- The items: where each one's bits are in ARGV (the same offsets in every generation).
+local first, count = {}, {}
+local n = 0
 local i = 3 + nk
-while i < #ARGV do
-  local found = false
-  local sets = {}
-  for k = 1, nk do
-    local c = tonumber(ARGV[i])
-    i = i + 1
-    if k == 1 then
-      for j = 0, c - 1 do
-        local n = #sets
-        sets[n + 1] = 'SET'; sets[n + 2] = 'u1'; sets[n + 3] = ARGV[i + j]; sets[n + 4] = 1
-      end
-    elseif present[k] and not found then
-      local gets = {}
-      for j = 0, c - 1 do
-        local n = #gets
-        gets[n + 1] = 'GET'; gets[n + 2] = 'u1'; gets[n + 3] = ARGV[i + j]
-      end
-      found = true
-      for _, bit in ipairs(redis.call('BITFIELD_RO', KEYS[k], unpack(gets))) do
-        if bit == 0 then found = false; break end
+local argc = #ARGV
+while i < argc do
+  n = n + 1
+  local c = tonumber(ARGV[i])
+  first[n] = i + 1; count[n] = c
+  i = i + 1 + c
+end
+-- BITFIELD of the fields in list, CHUNK at a time (unpack has a limit), one value per field.
+local CHUNK = 500
+local function run(cmd, key, list, width)
+  local values, v = {}, 0
+  local fields = #list / width
+  for a = 1, fields, CHUNK do
+    local b = math.min(a + CHUNK - 1, fields)
+    local got = redis.call(cmd, key, unpack(list, (a - 1) * width + 1, b * width))
+    for _, x in ipairs(got) do v = v + 1; values[v] = x end
+  end
+  return values
+end
+-- An item a live neighbour now holds whole is not new, and gets no write (the neighbours are
+-- not written here, so reading them for every item first is reading them item by item).
+local found = {}
+for k = 2, nk do
+  if present[k] then
+    local gets, from, upto = {}, {}, {}
+    local m = 0
+    for t = 1, n do
+      if not found[t] then
+        from[t] = m / 3 + 1
+        for j = 0, count[t] - 1 do
+          gets[m + 1] = 'GET'; gets[m + 2] = 'u1'; gets[m + 3] = ARGV[first[t] + j]
+          m = m + 3
+        end
+        upto[t] = m / 3
       end
     end
-    i = i + c
+    local bits = run('BITFIELD_RO', KEYS[k], gets, 3)
+    for t = 1, n do
+      if from[t] then
+        local whole = true
+        for f = from[t], upto[t] do
+          if bits[f] == 0 then whole = false; break end
+        end
+        found[t] = whole
+      end
+    end
   end
+end
+-- The others' bits in KEYS[1], in item order: the old values say which were new.
+local sets, at, last = {}, {}, {}
+local m = 0
+for t = 1, n do
+  if not found[t] and count[t] > 0 then
+    at[t] = m / 4 + 1
+    for j = 0, count[t] - 1 do
+      sets[m + 1] = 'SET'; sets[m + 2] = 'u1'; sets[m + 3] = ARGV[first[t] + j]; sets[m + 4] = '1'
+      m = m + 4
+    end
+    last[t] = m / 4
+  end
+end
+local old = run('BITFIELD', KEYS[1], sets, 4)
+local out = {}
+for t = 1, n do
   local new = 0
-  if not found and #sets > 0 then
-    for _, bit in ipairs(redis.call('BITFIELD', KEYS[1], unpack(sets))) do
-      if bit == 0 then new = 1; break end
+  if at[t] then
+    for f = at[t], last[t] do
+      if old[f] == 0 then new = 1; break end
     end
   end
-  out[#out + 1] = new
+  out[t] = new
 end
 return out",
     )

@@ -213,11 +213,11 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
         "window check" => int(&|n| n >= -2 && n < keys as i64),
         "window insert" => {
-            // The expiry, the guard, one generation per generation key, then per item a count
-            // and that many offsets, then the creation id.
+            // The expiry, the guard, one generation per generation key, the oldest kept, then
+            // per item a count and that many offsets, then the creation id.
             let generations = keys - 1;
             let mut items = 0;
-            let mut at = 2 + generations;
+            let mut at = 3 + generations;
             while at + 1 < argv.len() {
                 at += 1 + number(argv.get(at)).ok_or("a count expected")?;
                 items += 1;

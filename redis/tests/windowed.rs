@@ -358,6 +358,79 @@ fn generation_keys_carry_an_expiry_and_an_expired_generation_is_empty() {
     }
 }
 
+/// A replay of old records by their own times moves the filter's clock far faster than the
+/// server's: every generation's key expires in real time hours from now. The generations the
+/// clock has left behind must go as it moves, not then: at most `n + 2` of a shard's
+/// generations exist at any step (`g - n - 1 ..= g`), and what the window holds is still found.
+#[test]
+fn a_replay_on_the_records_clock_keeps_no_more_generations_than_the_window_needs() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let periods = 2u32;
+    let start = 900_000u64;
+    let clock = ManualClock::new(hour(start, 0.5));
+    let f = SharedWindowedBloomFilter::builder("replay", 1_000)
+        .periods(periods)
+        .period(HOUR)
+        .shards(2)
+        .clock(clock.clone())
+        .create(&server)
+        .unwrap();
+    let mut conn = redis.client();
+    let mut new = Vec::new();
+    let steps = 12u64;
+    for step in 0..steps {
+        let g = start + step;
+        let items: Vec<String> = (0..50).map(|i| format!("{g}-{i}")).collect();
+        new.clear();
+        assert_eq!(
+            f.insert_many(items.iter(), &mut new).unwrap(),
+            50,
+            "step {step}"
+        );
+        for shard in 0..2 {
+            let alive: Vec<u64> = (start..=g)
+                .filter(|&x| integer(&mut conn, "EXISTS", &f.key(shard, x)) == 1)
+                .collect();
+            let oldest = g.saturating_sub(u64::from(periods) + 1).max(start);
+            assert_eq!(
+                alive,
+                (oldest..=g).collect::<Vec<_>>(),
+                "step {step}, shard {shard}: the generations alive"
+            );
+            // Each deleted generation left the ledger with it (else it would read as lost).
+            let fields: Vec<String> = redis::cmd("HKEYS")
+                .arg(format!("seen:{{replay:{shard}}}:gens"))
+                .query(&mut conn)
+                .unwrap();
+            assert!(
+                fields.len() <= alive.len() + 1,
+                "step {step}, shard {shard}: ledger {fields:?}"
+            );
+        }
+        // The window's items are found; those of the generation before it are not (a few
+        // false positives aside).
+        let window: Vec<String> = (g.saturating_sub(u64::from(periods)).max(start)..=g)
+            .flat_map(|x| (0..50).map(move |i| format!("{x}-{i}")))
+            .collect();
+        let mut hits = Vec::new();
+        assert_eq!(
+            f.contains_many(window.iter(), &mut hits).unwrap(),
+            window.len()
+        );
+        if g >= start + u64::from(periods) + 1 {
+            let gone = g - u64::from(periods) - 1;
+            let old: Vec<String> = (0..50).map(|i| format!("{gone}-{i}")).collect();
+            hits.clear();
+            assert!(
+                f.contains_many(old.iter(), &mut hits).unwrap() <= 2,
+                "step {step}"
+            );
+        }
+        clock.advance(HOUR);
+    }
+}
+
 #[test]
 fn a_flushed_script_cache_is_refilled_without_losing_an_answer() {
     let redis = RedisServer::start();

@@ -90,7 +90,13 @@ use time::{Time, server_time};
 /// and expires at the
 /// end of the last period in which it is live, `(g + n + 1)·P`, plus one period for clients
 /// whose clock lags (`PEXPIREAT`, moved later by later writes): the server forgets old
-/// generations by itself, and nothing ever rotates or clears.
+/// generations by itself, and nothing ever rotates or clears. On a clock that runs faster than
+/// the server's (a replay of old records by their own times, with
+/// [`clock`](SharedWindowedBloomBuilder::clock)) expiries in real time would keep every
+/// generation the replay passed; so the script that creates generation `g`'s key also deletes
+/// the shard's generations older than `g - n - 1` (the window of a client one generation
+/// behind starts there), each with its ledger entry, in the same atomic step: at most
+/// `n + 3` generations of a shard exist (`g - n - 1 ..= g + 1`), whatever the clock.
 ///
 /// Beside the generations, each shard has a **ledger**, the hash `seen:{NAME:s}:gens`: per
 /// generation created, the end of its key's life on the server's clock (the same value as
@@ -124,7 +130,8 @@ use time::{Time, server_time};
 ///      items, each with every one of its bits (the same offsets in every generation). It
 ///      first checks every key it touches against the ledger (a lost one fails the batch,
 ///      with nothing written), creates `g`'s key if it is new (with its guard and its ledger
-///      entry), and moves its expiry and ledger entry to the later end. It then reads the
+///      entry, deleting the generations older than `g - n - 1` and their entries), and moves
+///      its expiry and ledger entry to the later end. It then reads the
 ///      items' bits in `g - 1` and `g + 1`, where live (`BITFIELD_RO ... GET u1`: one bit per
 ///      field, so no 64-bit value passes through Lua's doubles); an item one of them now
 ///      holds whole is "not new" and gets no write. The others' bits are set in `g` in item

@@ -269,6 +269,15 @@ impl SharedWindowedBloomFilter {
         out[count] = (out.len() - count - 1).to_string().into_bytes();
     }
 
+    /// The oldest generation a client in generation `g` keeps: one before its window's first
+    /// (`g - n`), for a client one generation behind, whose window starts there. The insert
+    /// script that creates `g`'s key deletes the older ones (and their ledger entries), so
+    /// that a clock that runs ahead of the server's (a replay of old records) keeps no more
+    /// generations than that, not every one whose expiry in real time is still ahead.
+    pub(super) fn oldest_kept(&self, g: u64) -> u64 {
+        g.saturating_sub(u64::from(self.periods) + 1)
+    }
+
     /// The write of the items the read did not find: per shard, script calls over the keys of
     /// generations `now`, `now - 1` (if live) and `now + 1`. Returns the batch and, per
     /// command, its items.
@@ -314,6 +323,7 @@ impl SharedWindowedBloomFilter {
                     g.to_string().into_bytes(),
                 ];
                 args.extend(others.iter().map(|o| o.to_string().into_bytes()));
+                args.push(self.oldest_kept(g).to_string().into_bytes());
                 for &i in chunk {
                     // Every bit, whatever the read found: `g`'s key may have expired since,
                     // and a key made again must get the whole item; the script reads the

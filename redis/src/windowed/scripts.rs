@@ -8,7 +8,8 @@ use crate::script::Lua;
 
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
 /// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard's
-/// offset, then one generation number per generation key, then per item a count and that many
+/// offset, then one generation number per generation key, the oldest generation kept (older
+/// ones are deleted when the script creates `KEYS[1]`), then per item a count and that many
 /// bit offsets (all its bits: the same in every generation), and last the creation id (every
 /// guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
 /// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
@@ -40,9 +41,22 @@ if present[1] then
 else
   redis.call('DEL', KEYS[1])
   redis.call('SETRANGE', KEYS[1], guard, id)
+  -- The generations of KEYS[1]'s shard are its name with another number at the end.
+  local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[3])
+  local oldest = tonumber(ARGV[3 + nk])
   local all = redis.call('HGETALL', ledger)
   for j = 1, #all, 2 do
-    if all[j] ~= 'guard' and tonumber(all[j + 1]) <= now then redis.call('HDEL', ledger, all[j]) end
+    local f = all[j]
+    if f ~= 'guard' then
+      if tonumber(all[j + 1]) <= now then
+        redis.call('HDEL', ledger, f)
+      elseif tonumber(f) < oldest then
+        -- Past every window on the filter's clock, which a replay of old records moves
+        -- faster than the server's: gone now, with its entry, not at its expiry.
+        redis.call('DEL', prefix .. f)
+        redis.call('HDEL', ledger, f)
+      end
+    end
   end
 end
 if deadline > was then
@@ -52,7 +66,7 @@ end
 -- The items: where each one's bits are in ARGV (the same offsets in every generation).
 local first, count = {}, {}
 local n = 0
-local i = 3 + nk
+local i = 4 + nk
 local argc = #ARGV
 while i < argc do
   n = n + 1

@@ -418,7 +418,7 @@ fn a_replay_on_the_records_clock_keeps_no_more_generations_than_the_window_needs
             f.contains_many(window.iter(), &mut hits).unwrap(),
             window.len()
         );
-        if g >= start + u64::from(periods) + 1 {
+        if g > start + u64::from(periods) {
             let gone = g - u64::from(periods) - 1;
             let old: Vec<String> = (0..50).map(|i| format!("{gone}-{i}")).collect();
             hits.clear();

@@ -115,7 +115,7 @@ pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(20
 
 pub use bloom::{SharedBloomBuilder, SharedBloomFilter};
 pub use error::Error;
-pub use map::{SharedClaim, SharedMapBuilder, SharedOverwriteMap};
+pub use map::{SharedClaim, SharedMapBuilder, SharedMapInfo, SharedOverwriteMap};
 pub use server::{DEFAULT_TIMEOUT, Server, ServerBuilder};
 pub use windowed::{SharedWindowedBloomBuilder, SharedWindowedBloomFilter};
 

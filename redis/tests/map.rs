@@ -1050,3 +1050,70 @@ fn an_error_reply_on_one_shard_forgets_the_other_shards_claims() {
     assert_eq!(answers.len(), live.len() - 1);
     assert!(answers.iter().all(|&f| f));
 }
+
+/// `info` counts on the server: the slots occupied (estimated from the bits set, within a few
+/// tenths of a percent here), the claims' leases (exact), the fill; a lost shard or leases hash
+/// is `Missing`, never an empty map.
+#[test]
+fn info_counts_the_occupied_slots_and_the_leases_on_the_server() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let map = SharedOverwriteMap::builder("info", 200_000)
+        .shards(3)
+        .create(&server)
+        .unwrap();
+    let empty = map.info().unwrap();
+    assert_eq!((empty.buckets, empty.occupied, empty.leases), (200_000, 0, 0));
+    let items: Vec<u64> = (0..60_000).collect();
+    let mut new = Vec::new();
+    map.insert_many(items.iter(), &mut new).unwrap();
+    // What the map holds: one fingerprint per slot an item went to (later ones overwrite).
+    let slots: HashSet<u64> = items
+        .iter()
+        .map(|i| MapSlot::new(map.hasher().hash_item(i), map.buckets()).slot())
+        .collect();
+    let info = map.info().unwrap();
+    let exact = slots.len() as f64;
+    assert!(
+        (info.occupied as f64 - exact).abs() < 0.01 * exact,
+        "about {} occupied, {exact} exactly",
+        info.occupied
+    );
+    assert!((info.fill() - exact / 200_000.0).abs() < 0.01, "{info}");
+    assert_eq!(info.leases, 0);
+    // Claims hold leases until committed or forgotten.
+    let claims: Vec<_> = (1_000_000u64..1_000_005)
+        .map(|i| map.claim(&i).unwrap().expect("a new item"))
+        .collect();
+    assert_eq!(map.info().unwrap().leases, 5);
+    let mut claims = claims.into_iter();
+    for claim in claims.by_ref().take(2) {
+        assert!(claim.commit().unwrap());
+    }
+    assert_eq!(map.info().unwrap().leases, 3);
+    drop(claims); // forgotten on drop
+    assert_eq!(map.info().unwrap().leases, 0);
+    assert!(map.info().unwrap().to_string().contains("200000 buckets"));
+    // A lost leases hash, then a lost shard: Missing, naming the key.
+    let _: i64 = redis::cmd("DEL")
+        .arg("seen:{info:1}:leases")
+        .query(&mut redis.client())
+        .unwrap();
+    match map.info() {
+        Err(Error::Missing { key, .. }) => assert_eq!(key, "seen:{info:1}:leases"),
+        other => panic!("a lost leases hash answered {other:?}"),
+    }
+    let map = SharedOverwriteMap::builder("info-2", 1_000)
+        .create(&server)
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(&map.keys()[0])
+        .query(&mut redis.client())
+        .unwrap();
+    // A write re-creates the key, without its guard.
+    let _ = map.insert(&7u64);
+    match map.info() {
+        Err(Error::Missing { key, .. }) => assert_eq!(key, map.keys()[0]),
+        other => panic!("a lost shard answered {other:?}"),
+    }
+}

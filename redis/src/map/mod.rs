@@ -22,11 +22,13 @@ use crate::{Error, Server, names};
 
 mod builder;
 mod claim;
+mod info;
 mod protocol;
 
 pub use builder::SharedMapBuilder;
 use builder::describe;
 pub use claim::SharedClaim;
+pub use info::SharedMapInfo;
 
 /// The most slots in one shard: its bytes and the guard byte after them must stay below the
 /// server's 512 MiB (bit offsets below 2^32).

@@ -45,7 +45,7 @@
 //!
 //! Run: `cargo bench -p seen-benches --bench redis` (a few minutes on 2 shared vCPUs).
 //! `SEEN_REDIS_ITEMS`, `SEEN_REDIS_RUNS`, `SEEN_REDIS_CLIENTS` (e.g. `1,4`) override the
-//! defaults (400,000, 3, `1,4,32`: 1,000,000 takes about 6 minutes here); `SEEN_REDIS_ONLY` picks cases among
+//! defaults (400,000, 3, `1,4,32`); `SEEN_REDIS_ONLY` picks cases among
 //! `bloom,line,window,setnx,px,script,claim` (for profiling one).
 
 use std::collections::BTreeMap;

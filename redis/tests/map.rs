@@ -1063,7 +1063,10 @@ fn info_counts_the_occupied_slots_and_the_leases_on_the_server() {
         .create(&server)
         .unwrap();
     let empty = map.info().unwrap();
-    assert_eq!((empty.buckets, empty.occupied, empty.leases), (200_000, 0, 0));
+    assert_eq!(
+        (empty.buckets, empty.occupied, empty.leases),
+        (200_000, 0, 0)
+    );
     let items: Vec<u64> = (0..60_000).collect();
     let mut new = Vec::new();
     map.insert_many(items.iter(), &mut new).unwrap();

@@ -206,18 +206,21 @@ fn script_shape(args: &[&[u8]], reply: &Value) -> Result<(), String> {
             }
         }
         "shard create" | "map create" | "ledger create" => int(&|n| n == 1 || n == -1),
-        "finish creation" | "abandon creation" | "key destroy" => int(&|n| n == 0 || n == 1),
+        "finish creation" | "abandon creation" | "key destroy" | "window destroy" => {
+            int(&|n| n == 0 || n == 1)
+        }
         "destroy" => int(&|n| (-1..=1).contains(&n)),
         "upload merge" => int(&|n| (-1..=1).contains(&n)),
         "forget" => int(&|n| (-1..=1).contains(&n)),
         "claim" | "commit" | "renew" | "release" => int(&|n| (-2..=1).contains(&n)),
         "window check" => int(&|n| n >= -2 && n < keys as i64),
         "window insert" => {
-            // The expiry, the guard, one generation per generation key, the oldest kept, then
-            // per item a count and that many offsets, then the creation id.
+            // The expiry, the guard, one generation per generation key, the oldest kept, the
+            // periods to a generation's death and the period, then per item a count and that
+            // many offsets, then the creation id.
             let generations = keys - 1;
             let mut items = 0;
-            let mut at = 3 + generations;
+            let mut at = 5 + generations;
             while at + 1 < argv.len() {
                 at += 1 + number(argv.get(at)).ok_or("a count expected")?;
                 items += 1;

@@ -470,15 +470,16 @@ async fn create_shards(
 }
 
 /// Deletes the structure `name` of creation `id`: its description (unless it is another
-/// structure's: then [`Error::Missing`], and nothing is deleted), then each of `keys` that is
-/// its own ([`guard::DESTROY`](crate::guard::DESTROY): a key of a structure created again
-/// under the name meanwhile is left alone). Keys already gone are no error.
+/// structure's: then [`Error::Missing`], and nothing is deleted), then runs `deletions`,
+/// which delete only its own keys ([`guard::destroy`](crate::guard::destroy): a key of a
+/// structure created again under the name meanwhile is left alone). Keys already gone are no
+/// error.
 pub(crate) async fn destroy(
     server: &Server,
     via: Via,
     name: &str,
     id: Id,
-    keys: impl IntoIterator<Item = (String, u64)>,
+    deletions: Batch,
 ) -> Result<(), Error> {
     let mark = format!("\nid={}\n", id.to_hex()).into_bytes();
     let batch = script_on_meta(name, &DESTROY, &[mark]);
@@ -497,9 +498,7 @@ pub(crate) async fn destroy(
             ));
         }
     }
-    let mut batch = Batch::default();
-    crate::guard::destroy(&mut batch, id, keys);
-    server.send(via, &batch).await.map(drop)
+    server.send(via, &deletions).await.map(drop)
 }
 
 /// Reads the description of `name`, of `like`'s kind and fields, once its creation finished.

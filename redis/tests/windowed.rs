@@ -367,7 +367,8 @@ fn a_replay_on_the_records_clock_keeps_no_more_generations_than_the_window_needs
     let redis = RedisServer::start();
     let server = Server::open(&redis.url()).unwrap();
     let periods = 2u32;
-    let start = 900_000u64;
+    // In 2015: records of the past, dead on the server's clock too.
+    let start = 400_000u64;
     let clock = ManualClock::new(hour(start, 0.5));
     let f = SharedWindowedBloomFilter::builder("replay", 1_000)
         .periods(periods)
@@ -429,6 +430,70 @@ fn a_replay_on_the_records_clock_keeps_no_more_generations_than_the_window_needs
         }
         clock.advance(HOUR);
     }
+}
+
+/// A handle whose clock is far ahead of the server's (one record with a wrong time, in a replay
+/// writing into a filter that services use on the server's time) must not delete what those
+/// services still read: their window stays whole, and their items stay "not new".
+#[test]
+fn a_handle_far_ahead_deletes_nothing_a_handle_on_the_servers_time_reads() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let live = SharedWindowedBloomFilter::builder("outlier", 1_000)
+        .periods(3)
+        .period(HOUR)
+        .shards(1)
+        .create(&server)
+        .unwrap();
+    let seen: Vec<String> = (0..300).map(|i| format!("seen-{i}")).collect();
+    let mut new = Vec::new();
+    assert_eq!(live.insert_many(seen.iter(), &mut new).unwrap(), 300);
+    let g = live.generation().unwrap();
+    for ahead in [2, 1_000] {
+        let far = SharedWindowedBloomFilter::open(&server, "outlier")
+            .unwrap()
+            .with_clock(ManualClock::new(hour(g + ahead, 0.5)));
+        assert!(far.insert(&format!("from-{ahead}-ahead")).unwrap());
+        let mut hits = Vec::new();
+        assert_eq!(live.contains_many(seen.iter(), &mut hits).unwrap(), 300);
+        new.clear();
+        assert_eq!(live.insert_many(seen.iter(), &mut new).unwrap(), 0);
+        let mut conn = redis.client();
+        assert_eq!(integer(&mut conn, "EXISTS", &live.key(0, g)), 1);
+    }
+}
+
+/// `destroy` deletes every generation the shards' ledgers list, also those a replay left
+/// behind its destroying handle's time, so that a filter created again under the name reads
+/// none of the old one's items.
+#[test]
+fn destroy_after_a_replay_leaves_no_generation_behind() {
+    let redis = RedisServer::start();
+    let server = Server::open(&redis.url()).unwrap();
+    let mut conn = redis.client();
+    let start = 420_000u64;
+    let clock = ManualClock::new(hour(start, 0.5));
+    let builder = SharedWindowedBloomFilter::builder("again", 1_000)
+        .periods(2)
+        .period(HOUR)
+        .shards(4)
+        .clock(clock.clone());
+    let f = builder.create(&server).unwrap();
+    let old: Vec<String> = (0..400).map(|i| format!("old-{i}")).collect();
+    let mut new = Vec::new();
+    assert_eq!(f.insert_many(old.iter(), &mut new).unwrap(), 400);
+    // One record ten periods on, into one shard: the others keep generation `start`.
+    clock.set(hour(start + 10, 0.5));
+    f.insert("late").unwrap();
+    f.destroy().unwrap();
+    let left: Vec<String> = redis::cmd("KEYS").arg("*again*").query(&mut conn).unwrap();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    clock.set(hour(start, 0.5));
+    let f = builder.create(&server).unwrap();
+    let mut hits = Vec::new();
+    assert_eq!(f.contains_many(old.iter(), &mut hits).unwrap(), 0);
+    new.clear();
+    assert_eq!(f.insert_many(old.iter(), &mut new).unwrap(), 400);
 }
 
 #[test]

@@ -419,12 +419,14 @@ impl SharedBloomFilter {
     /// [`Error::Missing`] as above; the server's errors.
     pub fn destroy(self) -> Result<(), Error> {
         let keys = (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s)));
+        let mut deletions = crate::server::Batch::default();
+        crate::guard::destroy(&mut deletions, self.id, keys);
         self.server.block_on(meta::destroy(
             &self.server,
             Via::Blocking,
             &self.name,
             self.id,
-            keys,
+            deletions,
         ))
     }
 }

@@ -451,12 +451,14 @@ impl SharedOverwriteMap {
     pub fn destroy(self) -> Result<(), Error> {
         let shards = (0..self.keys.len()).map(|s| (self.keys[s].clone(), self.guard_byte(s)));
         let leases = self.leases.iter().map(|key| (key.clone(), 0));
+        let mut deletions = crate::server::Batch::default();
+        crate::guard::destroy(&mut deletions, self.id, shards.chain(leases));
         self.server.block_on(meta::destroy(
             &self.server,
             Via::Blocking,
             &self.name,
             self.id,
-            shards.chain(leases),
+            deletions,
         ))
     }
 }

@@ -95,8 +95,11 @@ use time::{Time, server_time};
 /// [`clock`](SharedWindowedBloomBuilder::clock)) expiries in real time would keep every
 /// generation the replay passed; so the script that creates generation `g`'s key also deletes
 /// the shard's generations older than `g - n - 1` (the window of a client one generation
-/// behind starts there), each with its ledger entry, in the same atomic step: at most
-/// `n + 3` generations of a shard exist (`g - n - 1 ..= g + 1`), whatever the clock.
+/// behind starts there) whose end is also a period or more behind the server's time, each
+/// with its ledger entry, in the same atomic step. A replay of past records keeps at most
+/// `n + 3` generations of a shard (`g - n - 1 ..= g + 1`); a handle whose clock is ahead of
+/// the server's (a record with a wrong time) deletes nothing a handle on the server's time
+/// still reads.
 ///
 /// Beside the generations, each shard has a **ledger**, the hash `seen:{NAME:s}:gens`: per
 /// generation created, the end of its key's life on the server's clock (the same value as
@@ -130,8 +133,8 @@ use time::{Time, server_time};
 ///      items, each with every one of its bits (the same offsets in every generation). It
 ///      first checks every key it touches against the ledger (a lost one fails the batch,
 ///      with nothing written), creates `g`'s key if it is new (with its guard and its ledger
-///      entry, deleting the generations older than `g - n - 1` and their entries), and moves
-///      its expiry and ledger entry to the later end. It then reads the
+///      entry, deleting the generations older than `g - n - 1` and dead on the server's clock,
+///      with their entries), and moves its expiry and ledger entry to the later end. It then reads the
 ///      items' bits in `g - 1` and `g + 1`, where live (`BITFIELD_RO ... GET u1`: one bit per
 ///      field, so no 64-bit value passes through Lua's doubles); an item one of them now
 ///      holds whole is "not new" and gets no write. The others' bits are set in `g` in item
@@ -487,8 +490,9 @@ impl SharedWindowedBloomFilter {
     }
 
     /// Deletes the filter: its description first (so that no process opens it any more and
-    /// handles get [`Error::Missing`]), then its ledgers and every generation key that can
-    /// still exist by this handle's time (`g - n - 2 ..= g + 2`; older ones have expired).
+    /// handles get [`Error::Missing`]), then per shard, in one script, every generation its
+    /// ledger lists and the ledger, and the generation keys this handle's time reaches
+    /// (`g - n - 2 ..= g + 2`).
     /// Only this handle's filter is deleted: if the name holds a filter created again since
     /// (another creation id), that one is left whole and the destroy is [`Error::Missing`].
     ///
@@ -497,19 +501,31 @@ impl SharedWindowedBloomFilter {
     /// [`Error::Missing`] as above; the server's errors.
     pub fn destroy(self) -> Result<(), Error> {
         let g = self.generation()?;
-        let mut keys = Vec::new();
+        let mut deletions = crate::server::Batch::default();
         for s in 0..self.shards {
-            keys.push((self.ledger(s as usize), 0));
-            for generation in g.saturating_sub(u64::from(self.periods) + 2)..=g + 2 {
-                keys.push((self.key(s, generation), self.guard_byte(s as usize)));
-            }
+            // First every generation the shard's ledger lists, and the ledger, in one script:
+            // an insert that runs after it finds no ledger and writes nothing.
+            let ledger = self.ledger(s as usize);
+            let k = deletions.key(&ledger);
+            let prefix = self.key(s, 0);
+            let prefix = prefix.strip_suffix('0').unwrap_or(&prefix);
+            let args = [
+                prefix.as_bytes().to_vec(),
+                self.guard_byte(s as usize).to_string().into_bytes(),
+                self.id.bytes(),
+            ];
+            deletions.push_script(k, &scripts::DESTROY_SHARD, &[&ledger], &args);
+            // And those this handle's time reaches, should a ledger be gone.
+            let keys = (g.saturating_sub(u64::from(self.periods) + 2)..=g + 2)
+                .map(|generation| (self.key(s, generation), self.guard_byte(s as usize)));
+            crate::guard::destroy(&mut deletions, self.id, keys);
         }
         self.server.block_on(meta::destroy(
             &self.server,
             Via::Blocking,
             &self.name,
             self.id,
-            keys,
+            deletions,
         ))
     }
 }

@@ -271,9 +271,12 @@ impl SharedWindowedBloomFilter {
 
     /// The oldest generation a client in generation `g` keeps: one before its window's first
     /// (`g - n`), for a client one generation behind, whose window starts there. The insert
-    /// script that creates `g`'s key deletes the older ones (and their ledger entries), so
-    /// that a clock that runs ahead of the server's (a replay of old records) keeps no more
-    /// generations than that, not every one whose expiry in real time is still ahead.
+    /// script that creates `g`'s key deletes the older ones (and their ledger entries) that
+    /// are also dead on the server's clock (its end `(f + n + 1)·P` a period and more behind
+    /// the server's time), so that a replay of old records keeps no more generations than
+    /// that, not every one whose expiry in real time is still ahead; and so that a handle
+    /// whose clock is far ahead (a record with a wrong time) never deletes what a handle on
+    /// the server's time still reads.
     pub(super) fn oldest_kept(&self, g: u64) -> u64 {
         g.saturating_sub(u64::from(self.periods) + 1)
     }
@@ -324,6 +327,8 @@ impl SharedWindowedBloomFilter {
                 ];
                 args.extend(others.iter().map(|o| o.to_string().into_bytes()));
                 args.push(self.oldest_kept(g).to_string().into_bytes());
+                args.push((u64::from(self.periods) + 3).to_string().into_bytes());
+                args.push((self.period_ns as f64 / 1e6).to_string().into_bytes());
                 for &i in chunk {
                     // Every bit, whatever the read found: `g`'s key may have expired since,
                     // and a key made again must get the whole item; the script reads the

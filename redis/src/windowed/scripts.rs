@@ -8,10 +8,12 @@ use crate::script::Lua;
 
 /// The insert script: `KEYS[1]` the generation written, `KEYS[2..]` its live neighbours, the
 /// last key the shard's ledger; `ARGV[1]` the expiry in milliseconds, `ARGV[2]` the guard's
-/// offset, then one generation number per generation key, the oldest generation kept (older
-/// ones are deleted when the script creates `KEYS[1]`), then per item a count and that many
-/// bit offsets (all its bits: the same in every generation), and last the creation id (every
-/// guard's value). Returns one integer per item, 1 if new; or `{-1, k}` if
+/// offset, then one generation number per generation key, the oldest generation kept on the
+/// filter's clock, the periods after its start at which a generation is dead on the server's
+/// clock (`n + 3`) and the period in milliseconds (older generations, dead on both clocks, are
+/// deleted when the script creates `KEYS[1]`), then per item a count and that many bit offsets
+/// (all its bits: the same in every generation), and last the creation id (every guard's
+/// value). Returns one integer per item, 1 if new; or `{-1, k}` if
 /// generation key `k` is lost, `{-2}` if the ledger is. Its atomicity argument is in
 /// [`SharedWindowedBloomFilter`]'s docs.
 pub(super) static INSERT: LazyLock<Lua> = LazyLock::new(|| {
@@ -44,15 +46,18 @@ else
   -- The generations of KEYS[1]'s shard are its name with another number at the end.
   local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[3])
   local oldest = tonumber(ARGV[3 + nk])
+  local after = tonumber(ARGV[4 + nk])
+  local period = tonumber(ARGV[5 + nk])
   local all = redis.call('HGETALL', ledger)
   for j = 1, #all, 2 do
     local f = all[j]
     if f ~= 'guard' then
       if tonumber(all[j + 1]) <= now then
         redis.call('HDEL', ledger, f)
-      elseif tonumber(f) < oldest then
+      elseif tonumber(f) < oldest and (tonumber(f) + after) * period <= now then
         -- Past every window on the filter's clock, which a replay of old records moves
-        -- faster than the server's: gone now, with its entry, not at its expiry.
+        -- faster than the server's, and on the server's (a handle on it may still read
+        -- it): gone now, with its entry, not at its expiry.
         redis.call('DEL', prefix .. f)
         redis.call('HDEL', ledger, f)
       end
@@ -66,7 +71,7 @@ end
 -- The items: where each one's bits are in ARGV (the same offsets in every generation).
 local first, count = {}, {}
 local n = 0
-local i = 4 + nk
+local i = 6 + nk
 local argc = #ARGV
 while i < argc do
   n = n + 1
@@ -181,6 +186,30 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'guard', ARGV[2])
 return 1"
         ),
+    )
+});
+
+/// A shard's destruction: `KEYS[1]` its ledger; `ARGV[1]` the prefix of its generations' keys
+/// (a generation's key is the prefix and its number), `ARGV[2]` the guard's offset, `ARGV[3]`
+/// the creation id. Deletes every generation the ledger lists whose guard is the id (every
+/// generation key gets its entry in the step that creates it, and loses it only with the
+/// key), then the ledger: 1; 0 if the ledger is not this creation's (nothing deleted).
+pub(super) static DESTROY_SHARD: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "window destroy",
+        r"if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' or redis.call('HGET', KEYS[1], 'guard') ~= ARGV[3] then
+  return 0
+end
+local at = tonumber(ARGV[2])
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local key = ARGV[1] .. f
+  if f ~= 'guard' and redis.call('TYPE', key)['ok'] == 'string'
+      and redis.call('GETRANGE', key, at, at + 7) == ARGV[3] then
+    redis.call('DEL', key)
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1",
     )
 });
 

@@ -187,7 +187,8 @@ pub(crate) struct Dedup {
     /// once between them (false positives aside, as with any Bloom filter). The filter is a
     /// fixed-size Bloom filter (line layout) for --capacity keys at --fpr (or --memory) or,
     /// with --window, a windowed filter of the local --window's semantics (--capacity new keys
-    /// a period, one key per generation on the server, expiring on its own; the server's
+    /// a period, one key per generation on the server, expiring on its own, or on
+    /// --time-field's clock deleted once the records' clock has left it behind; the server's
     /// clock, or --time-field's). The first run creates it and the others open it (a run with
     /// other sizes, --window or --period is refused); it cannot grow: a warning says when it
     /// holds more than --capacity keys (in one --period with --window), all runs together. Not

@@ -231,6 +231,11 @@ pub(crate) fn get(cmd: &mut Cmd, guard_byte: u64) {
 /// `Ok` if `value`, a guard's `GET i64`, says the shard `key` of structure `name` is there and
 /// is the one of creation `id`: a guard of 0 (a lost key) or of another id (a structure created
 /// again under the name) is [`Error::Missing`].
+/// Whether `value`, a [`get`]'s reply, is the guard of creation `id`.
+pub(crate) fn holds(id: Id, value: Option<&Value>) -> bool {
+    matches!(value, Some(Value::Int(v)) if *v == id.as_i64())
+}
+
 pub(crate) fn check(name: &str, key: &str, id: Id, value: Option<&Value>) -> Result<(), Error> {
     match value {
         Some(Value::Int(v)) if *v == id.as_i64() => Ok(()),

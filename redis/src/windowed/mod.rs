@@ -116,7 +116,9 @@ use time::{Time, server_time};
 ///   then by its creator alone each shard's ledger with its guard, then `state=ready`.
 /// - **Lookup** (one round trip): `EXISTS` of the description (a destroyed filter is an
 ///   error, never an empty one) and, per shard touched and per generation `g - n ..= g + 1`,
-///   one `BITFIELD_RO` with a `GET i64` per word that holds a bit of an item; then, per shard,
+///   one `BITFIELD_RO` with a `GET i64` of the key's guard (a key of another creation of the
+///   name, left behind by one destroyed, reads as empty) and one per word that holds a bit of
+///   an item; then, per shard,
 ///   a check script after its reads on the same connection: a generation key without its
 ///   guard whose ledger entry is still live is lost (or the ledger is gone): the batch fails.
 ///   A generation read as empty that the check finds there was created after the read (a

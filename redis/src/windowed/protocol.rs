@@ -10,7 +10,7 @@ use super::builder::ledger;
 use super::scripts::{CHECK, INSERT};
 use super::time::Now;
 use crate::server::Batch;
-use crate::{Error, names};
+use crate::{Error, guard, names};
 
 /// At most this many `GET`s in one `BITFIELD_RO` of a read.
 pub(super) const MAX_FIELDS: usize = 512;
@@ -75,7 +75,8 @@ impl SharedWindowedBloomFilter {
     }
 
     /// The read of `items` at `now`: `EXISTS` of the description, then per shard touched and
-    /// per generation `now - n ..= now + 1`, `BITFIELD_RO ... GET i64` of the items' words.
+    /// per generation `now - n ..= now + 1`, `BITFIELD_RO ... GET i64` of the key's guard and
+    /// the items' words.
     pub(super) fn read_batch(&self, items: &[Located], now: Now) -> (Batch, Read) {
         let first = now.generation.saturating_sub(u64::from(self.periods));
         let generations = (now.generation + 2 - first) as usize;
@@ -117,12 +118,15 @@ impl SharedWindowedBloomFilter {
                 let key = self.key(s as u32, g);
                 let k = batch.key(&key);
                 for chunk in list.chunks(MAX_FIELDS) {
+                    // The key's guard first: a key of another creation (left by one that
+                    // was destroyed) reads as empty, not as this filter's bits.
                     let mut cmd = redis::cmd("BITFIELD_RO");
                     cmd.arg(&key);
+                    guard::get(&mut cmd, self.guard_byte(s));
                     for offset in chunk {
                         cmd.arg("GET").arg("i64").arg(offset);
                     }
-                    batch.push_fields(k, cmd, chunk.len());
+                    batch.push_fields(k, cmd, chunk.len() + 1);
                 }
                 keys.push(key);
             }
@@ -148,7 +152,8 @@ impl SharedWindowedBloomFilter {
                         (
                             first_cmd[item.shard] + i / MAX_FIELDS,
                             stride,
-                            i % MAX_FIELDS,
+                            // After the guard's value.
+                            i % MAX_FIELDS + 1,
                         )
                     })
                     .collect()
@@ -209,6 +214,7 @@ impl SharedWindowedBloomFilter {
                 for (gi, words) in words.iter_mut().enumerate() {
                     let at = cmd + gi * stride;
                     words[j] = match replies.get(at) {
+                        Some(Value::Array(values)) if !guard::holds(self.id, values.first()) => 0,
                         Some(Value::Array(values)) => match values.get(pos) {
                             Some(Value::Int(v)) => *v as u64,
                             other => {

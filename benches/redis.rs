@@ -101,40 +101,25 @@ impl Kind {
 trait Filter: Sync {
     /// `insert_many` (or `contains_many`) of `ids`; how many were new (or present).
     fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize;
-    fn keys(&self) -> Vec<String>;
 }
 
-impl Filter for SharedBloomFilter {
-    fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize {
-        let ids = ids.iter().map(String::as_str);
-        if insert {
-            self.insert_many(ids, out)
-        } else {
-            self.contains_many(ids, out)
+macro_rules! filter {
+    ($($ty:ty),*) => {$(
+        impl Filter for $ty {
+            fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize {
+                let ids = ids.iter().map(String::as_str);
+                if insert {
+                    self.insert_many(ids, out)
+                } else {
+                    self.contains_many(ids, out)
+                }
+                .expect("a batch")
+            }
         }
-        .expect("a batch")
-    }
-
-    fn keys(&self) -> Vec<String> {
-        SharedBloomFilter::keys(self).to_vec()
-    }
+    )*};
 }
 
-impl Filter for SharedWindowedBloomFilter {
-    fn many(&self, insert: bool, ids: &[String], out: &mut Vec<bool>) -> usize {
-        let ids = ids.iter().map(String::as_str);
-        if insert {
-            self.insert_many(ids, out)
-        } else {
-            self.contains_many(ids, out)
-        }
-        .expect("a batch")
-    }
-
-    fn keys(&self) -> Vec<String> {
-        Vec::new()
-    }
-}
+filter!(SharedBloomFilter, SharedWindowedBloomFilter);
 
 /// The Redisson-style insert: set every bit, answer 1 if one was 0.
 const SETBIT_SCRIPT: &str = "local new = 0 \
@@ -408,6 +393,8 @@ impl Bench {
         let n = d.ids.len();
         self.probe.flush();
         let empty = self.probe.data_memory();
+        // The word layout's keys, for their `MEMORY USAGE`.
+        let mut keys = Vec::new();
         let filter: Box<dyn Filter> = match kind {
             Kind::Word | Kind::Line => {
                 let layout = if kind == Kind::Word {
@@ -422,6 +409,7 @@ impl Bench {
                     .expect("create the filter");
                 if kind == Kind::Word {
                     assert_eq!(filter.sizing().hashes, d.sizing.hashes);
+                    keys = filter.keys().to_vec();
                 }
                 Box::new(filter)
             }
@@ -459,11 +447,7 @@ impl Bench {
         let memory = self.probe.data_memory() - empty;
         if kind == Kind::Word && self.key_bytes.is_none() {
             let mut bytes = 0;
-            for key in filter
-                .keys()
-                .iter()
-                .chain([&format!("seen:{{{}}}:meta", "bench")])
-            {
+            for key in keys.iter().chain([&"seen:{bench}:meta".to_owned()]) {
                 let usage: Option<u64> = redis::cmd("MEMORY")
                     .arg("USAGE")
                     .arg(key)

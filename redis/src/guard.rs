@@ -231,6 +231,37 @@ pub(crate) fn get(cmd: &mut Cmd, guard_byte: u64) {
 /// `Ok` if `value`, a guard's `GET i64`, says the shard `key` of structure `name` is there and
 /// is the one of creation `id`: a guard of 0 (a lost key) or of another id (a structure created
 /// again under the name) is [`Error::Missing`].
+/// Appends to `batch` (whose key `k` is `key`) the count of the bits set in `key`'s data
+/// (`BITCOUNT` up to its guard at byte `guard_byte`), then the read of its guard: a guard there
+/// after the count means the key was there during it (a lost key is never made again with its
+/// guard). [`counted`] reads the two replies.
+pub(crate) fn count(batch: &mut Batch, k: usize, key: &str, guard_byte: u64) {
+    let mut count = redis::cmd("BITCOUNT");
+    count.arg(key).arg(0).arg(guard_byte - 1);
+    batch.push(k, count);
+    let mut get = redis::cmd("GETRANGE");
+    get.arg(key).arg(guard_byte).arg(guard_byte + 7);
+    batch.push(k, get);
+}
+
+/// The bits set that [`count`]'s two `replies` give for `key` of structure `name`, creation
+/// `id`: [`Error::Missing`] if the guard read after the count is not `id`'s.
+pub(crate) fn counted(name: &str, key: &str, id: Id, replies: &[Value]) -> Result<u64, Error> {
+    match replies.get(1) {
+        Some(Value::BulkString(b)) if id.is(b) => {}
+        _ => {
+            return Err(Error::Missing {
+                name: name.to_owned(),
+                key: key.to_owned(),
+            });
+        }
+    }
+    match replies.first() {
+        Some(Value::Int(n)) if *n >= 0 => Ok(*n as u64),
+        other => Err(Error::corrupt(key, format!("BITCOUNT answered {other:?}"))),
+    }
+}
+
 /// Whether `value`, a [`get`]'s reply, is the guard of creation `id`.
 pub(crate) fn holds(id: Id, value: Option<&Value>) -> bool {
     matches!(value, Some(Value::Int(v)) if *v == id.as_i64())

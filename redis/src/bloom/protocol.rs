@@ -65,13 +65,7 @@ impl SharedBloomFilter {
         let mut batch = Batch::default();
         for (s, key) in self.keys.iter().enumerate() {
             let k = batch.key(key);
-            let guard = self.guard_byte(s);
-            let mut count = redis::cmd("BITCOUNT");
-            count.arg(key).arg(0).arg(guard - 1);
-            batch.push(k, count);
-            let mut get = redis::cmd("GETRANGE");
-            get.arg(key).arg(guard).arg(guard + 7);
-            batch.push(k, get);
+            guard::count(&mut batch, k, key, self.guard_byte(s));
         }
         batch
     }
@@ -82,22 +76,7 @@ impl SharedBloomFilter {
     pub(super) fn after_count(&self, replies: &[Value]) -> Result<BloomInfo, Error> {
         let mut set = 0u64;
         for (s, pair) in replies.chunks(2).enumerate() {
-            let key = &self.keys[s];
-            match pair.get(1) {
-                Some(Value::BulkString(b)) if self.id.is(b) => {}
-                _ => {
-                    return Err(Error::Missing {
-                        name: self.name.clone(),
-                        key: key.clone(),
-                    });
-                }
-            }
-            match pair.first() {
-                Some(Value::Int(n)) if *n >= 0 => set += *n as u64,
-                other => {
-                    return Err(Error::corrupt(key, format!("BITCOUNT answered {other:?}")));
-                }
-            }
+            set += guard::counted(&self.name, &self.keys[s], self.id, pair)?;
         }
         Ok(BloomInfo::from_bits_set(
             "SharedBloomFilter",

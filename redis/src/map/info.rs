@@ -5,8 +5,8 @@ use std::fmt;
 use redis::Value;
 
 use super::SharedOverwriteMap;
-use crate::Error;
 use crate::server::{Batch, Via};
+use crate::{Error, guard};
 
 /// What a [`SharedOverwriteMap`] holds, counted by the server (one round trip, no download):
 /// RedisBloom's `BF.CARD` and `BF.INFO` for the map. `Display` gives a log line.
@@ -90,14 +90,8 @@ impl SharedOverwriteMap {
         let mut batch = Batch::default();
         for s in 0..self.keys.len() {
             let (key, leases) = (&self.keys[s], &self.leases[s]);
-            let guard = self.guard_byte(s);
             let k = batch.key(key);
-            let mut count = redis::cmd("BITCOUNT");
-            count.arg(key).arg(0).arg(guard - 1);
-            batch.push(k, count);
-            let mut get = redis::cmd("GETRANGE");
-            get.arg(key).arg(guard).arg(guard + 7);
-            batch.push(k, get);
+            guard::count(&mut batch, k, key, self.guard_byte(s));
             let k = batch.key(leases);
             let mut len = redis::cmd("HLEN");
             len.arg(leases);
@@ -112,24 +106,27 @@ impl SharedOverwriteMap {
     fn after_count(&self, replies: &[Value]) -> Result<SharedMapInfo, Error> {
         let (mut bits, mut leases) = (0u64, 0u64);
         for (s, four) in replies.chunks(4).enumerate() {
-            let count = |i: usize, key: &str, what: &str| match four.get(i) {
-                Some(Value::Int(n)) if *n >= 0 => Ok(*n as u64),
-                other => Err(Error::corrupt(key, format!("{what} answered {other:?}"))),
-            };
-            for (i, key) in [(1, &self.keys[s]), (3, &self.leases[s])] {
-                match four.get(i) {
-                    Some(Value::BulkString(b)) if self.id.is(b) => {}
-                    _ => {
-                        return Err(Error::Missing {
-                            name: self.name.clone(),
-                            key: key.clone(),
-                        });
-                    }
+            bits += guard::counted(
+                &self.name,
+                &self.keys[s],
+                self.id,
+                four.get(..2).unwrap_or(&[]),
+            )?;
+            let key = &self.leases[s];
+            match four.get(3) {
+                Some(Value::BulkString(b)) if self.id.is(b) => {}
+                _ => {
+                    return Err(Error::Missing {
+                        name: self.name.clone(),
+                        key: key.clone(),
+                    });
                 }
             }
-            bits += count(0, &self.keys[s], "BITCOUNT")?;
             // Its fields: one per lease, and the guard.
-            leases += count(2, &self.leases[s], "HLEN")?.saturating_sub(1);
+            leases += match four.get(2) {
+                Some(Value::Int(n)) if *n >= 0 => (*n as u64).saturating_sub(1),
+                other => return Err(Error::corrupt(key, format!("HLEN answered {other:?}"))),
+            };
         }
         Ok(SharedMapInfo {
             buckets: self.buckets,
